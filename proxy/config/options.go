@@ -1,0 +1,108 @@
+// Package config turns configuration files on disk into a translated
+// model.Snapshot: it loads Kubernetes objects (Ingress, IngressClass, Service,
+// EndpointSlice, TLS Secret, Contour IngressRoute) from revision folders or
+// plain folders, translates them into routes, backends and certificates, and
+// applies object-level fallback so that one broken object never takes the
+// rest of the configuration down with it.
+package config
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"github.com/revgate/revgate/proxy/model"
+)
+
+// Defaults of Options.
+const (
+	// DefaultIngressClass is the ingress class revgate serves by default.
+	DefaultIngressClass = "revgate"
+	// DefaultNamespace is the namespace of objects without one and of Secrets
+	// read from secrets/<name>/ folders.
+	DefaultNamespace = "default"
+	// ControllerName is the spec.controller of IngressClasses served by revgate.
+	ControllerName = "revgate.io/ingress-controller"
+)
+
+// Options configure loading and translation; shared by `revgate proxy`,
+// `revgate validate` and the installer's validation.
+type Options struct {
+	// Dirs are the folders to load (--config-dir, repeatable): a revision
+	// folder (holding configmaps/ or secrets/) or a plain folder of YAML/JSON
+	// files.
+	Dirs []string
+	// IngressClass is the ingress class served (--ingress-class); default "revgate".
+	IngressClass string
+	// Namespace is the namespace of Secrets read from secrets/<name>/ folders
+	// (--namespace); default "default".
+	Namespace string
+	// RootNamespaces restricts IngressRoute roots to these namespaces
+	// (--root-namespaces); empty allows roots anywhere.
+	RootNamespaces []string
+	// Fallback is the object-level fallback mode (--fallback); default exclude.
+	Fallback model.FallbackMode
+	// LastKnownGoodDir is the revision folder used for backfill
+	// (--last-known-good-dir). Empty: resolved through
+	// <resource-dir>/<t>-last-known-good when Dirs[0] is a revision folder
+	// <resource-dir>/<t>-pod-<N>.
+	LastKnownGoodDir string
+	// Revision is stamped into Snapshot.Revision (0 when unknown).
+	Revision int
+}
+
+// fallbackValue adapts Options.Fallback to pflag.Value.
+type fallbackValue struct{ m *model.FallbackMode }
+
+func (v fallbackValue) String() string { return string(*v.m) }
+func (v fallbackValue) Type() string   { return "mode" }
+func (v fallbackValue) Set(s string) error {
+	m, err := model.ParseFallbackMode(s)
+	if err != nil {
+		return err
+	}
+	*v.m = m
+	return nil
+}
+
+// AddFlags registers --config-dir, --ingress-class, --namespace,
+// --root-namespaces, --fallback and --last-known-good-dir, filling unset
+// fields with their defaults first.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	o.setDefaults()
+	fs.StringArrayVar(&o.Dirs, "config-dir", o.Dirs, "folder of gateway configuration: a revision folder or a folder of YAML/JSON files (repeatable)")
+	fs.StringVar(&o.IngressClass, "ingress-class", o.IngressClass, "ingress class served")
+	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "namespace of Secrets read from secrets/<name>/ folders and of objects without one")
+	fs.StringSliceVar(&o.RootNamespaces, "root-namespaces", o.RootNamespaces, "namespaces where IngressRoute roots are allowed (empty: anywhere)")
+	fs.Var(fallbackValue{&o.Fallback}, "fallback", "object-level fallback: exclude, backfill or off")
+	fs.StringVar(&o.LastKnownGoodDir, "last-known-good-dir", o.LastKnownGoodDir, "last-known-good revision folder for --fallback=backfill (default: resolved through the last-known-good link)")
+}
+
+func (o *Options) setDefaults() {
+	if o.IngressClass == "" {
+		o.IngressClass = DefaultIngressClass
+	}
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	if o.Fallback == "" {
+		o.Fallback = model.FallbackExclude
+	}
+}
+
+// Validate checks the options, filling in defaults for empty fields.
+func (o *Options) Validate() error {
+	o.setDefaults()
+	var errs []error
+	if len(o.Dirs) == 0 {
+		errs = append(errs, errors.New("no configuration folder given (--config-dir)"))
+	}
+	if _, err := model.ParseFallbackMode(string(o.Fallback)); err != nil {
+		errs = append(errs, err)
+	}
+	if o.Revision < 0 {
+		errs = append(errs, fmt.Errorf("invalid revision %d", o.Revision))
+	}
+	return errors.Join(errs...)
+}
