@@ -71,6 +71,10 @@ build() {
   echo "$KUBE_VERSION" >"$BIN/$name.version"
 }
 
+# Concurrent test binaries may all ask for the build: one builds, the others wait.
+mkdir -p "$CACHE/kube"
+exec 9>"$CACHE/kube/.build.lock"
+flock 9
 install_etcd
 for t in "${targets[@]}"; do build "$t"; done
 echo "$BIN"
