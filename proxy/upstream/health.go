@@ -1,0 +1,175 @@
+package upstream
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/revgate/revgate/proxy/clock"
+	"github.com/revgate/revgate/proxy/model"
+)
+
+// Health-check defaults (Contour's).
+const (
+	DefaultHealthInterval     = 5 * time.Second
+	DefaultHealthTimeout      = 2 * time.Second
+	DefaultUnhealthyThreshold = 3
+	DefaultHealthyThreshold   = 5
+	DefaultHealthHost         = "revgate-healthcheck"
+)
+
+// healthSettings is a model.HealthCheck with defaults applied.
+func healthSettings(hc model.HealthCheck) model.HealthCheck {
+	if hc.Path == "" {
+		hc.Path = "/"
+	}
+	if hc.Host == "" {
+		hc.Host = DefaultHealthHost
+	}
+	if hc.Interval <= 0 {
+		hc.Interval = DefaultHealthInterval
+	}
+	if hc.Timeout <= 0 {
+		hc.Timeout = DefaultHealthTimeout
+	}
+	if hc.UnhealthyThreshold <= 0 {
+		hc.UnhealthyThreshold = DefaultUnhealthyThreshold
+	}
+	if hc.HealthyThreshold <= 0 {
+		hc.HealthyThreshold = DefaultHealthyThreshold
+	}
+	return hc
+}
+
+// probeResult is the outcome of one health-check request.
+type probeResult int
+
+const (
+	probeOK        probeResult = iota // 200
+	probeFailed                       // other status, error, timeout
+	probeUnhealthy                    // 503: unhealthy at once
+)
+
+// tracker turns probe results into verdicts with thresholds.
+type tracker struct {
+	hc         model.HealthCheck
+	successes  int
+	failures   int
+	everPassed bool
+}
+
+// observe returns the new verdict given the current one and a result.
+func (t *tracker) observe(healthy bool, r probeResult) bool {
+	switch r {
+	case probeOK:
+		t.failures = 0
+		t.successes++
+		if !t.everPassed {
+			t.everPassed = true
+			return true
+		}
+		if !healthy && t.successes >= t.hc.HealthyThreshold {
+			return true
+		}
+		return healthy
+	case probeUnhealthy:
+		t.successes = 0
+		t.failures++
+		return false
+	default:
+		t.successes = 0
+		t.failures++
+		if healthy && t.failures >= t.hc.UnhealthyThreshold {
+			return false
+		}
+		return healthy
+	}
+}
+
+// RunHealthChecks checks every endpoint of the pool on its backend's health
+// check until ctx is done; it returns at once when the backend has none.
+// Each endpoint is checked right away and then on every tick of clk.
+func (p *Pool) RunHealthChecks(ctx context.Context, clk clock.Clock, log *slog.Logger) {
+	if p.Backend.HealthCheck == nil {
+		return
+	}
+	hc := healthSettings(*p.Backend.HealthCheck)
+	client := &http.Client{
+		Transport: p.Transport,
+		Timeout:   hc.Timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+	var wg sync.WaitGroup
+	for _, e := range p.endpoints {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.checkLoop(ctx, clk, log, client, hc, e)
+		}()
+	}
+	wg.Wait()
+}
+
+func (p *Pool) checkLoop(ctx context.Context, clk clock.Clock, log *slog.Logger, client *http.Client, hc model.HealthCheck, e *Endpoint) {
+	log = log.With("backend", p.Backend.Key, "endpoint", e.Addr)
+	t := &tracker{hc: hc}
+	ticker := clk.NewTicker(hc.Interval)
+	defer ticker.Stop()
+	for {
+		p.checkOnce(ctx, log, client, hc, t, e)
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C():
+		}
+	}
+}
+
+func (p *Pool) checkOnce(ctx context.Context, log *slog.Logger, client *http.Client, hc model.HealthCheck, t *tracker, e *Endpoint) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("health check panicked", "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	res, detail := p.probe(ctx, client, hc, e)
+	if ctx.Err() != nil {
+		return
+	}
+	was := e.Healthy()
+	now := t.observe(was, res)
+	if now != was {
+		log.Info("endpoint health changed", "healthy", now, "detail", detail)
+	}
+	p.SetHealthy(e, now)
+	p.checks.Add(1)
+}
+
+func (p *Pool) probe(ctx context.Context, client *http.Client, hc model.HealthCheck, e *Endpoint) (probeResult, string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.Scheme+"://"+e.Addr+hc.Path, nil)
+	if err != nil {
+		return probeFailed, err.Error()
+	}
+	req.Host = hc.Host
+	req.Header.Set("User-Agent", "revgate-healthcheck")
+	resp, err := client.Do(req)
+	if err != nil {
+		return probeFailed, err.Error()
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return probeOK, "200"
+	case http.StatusServiceUnavailable:
+		return probeUnhealthy, "503"
+	default:
+		return probeFailed, fmt.Sprintf("status %d", resp.StatusCode)
+	}
+}

@@ -1,0 +1,154 @@
+package upstream
+
+import (
+	"crypto/tls"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/revgate/revgate/proxy/model"
+)
+
+// TransportOptions tune the HTTP transports of the pools.
+type TransportOptions struct {
+	// DialTimeout bounds connecting to an endpoint; default 5s.
+	DialTimeout time.Duration
+	// ResponseHeaderTimeout bounds waiting for an upstream's response
+	// headers (a 504 when exceeded); default 60s.
+	ResponseHeaderTimeout time.Duration
+	// MaxIdleConnsPerHost is the keep-alive pool size per endpoint; default 256.
+	MaxIdleConnsPerHost int
+	// IdleConnTimeout closes idle upstream connections; default 90s.
+	IdleConnTimeout time.Duration
+}
+
+func (o TransportOptions) withDefaults() TransportOptions {
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = 5 * time.Second
+	}
+	if o.ResponseHeaderTimeout <= 0 {
+		o.ResponseHeaderTimeout = 60 * time.Second
+	}
+	if o.MaxIdleConnsPerHost <= 0 {
+		o.MaxIdleConnsPerHost = 256
+	}
+	if o.IdleConnTimeout <= 0 {
+		o.IdleConnTimeout = 90 * time.Second
+	}
+	return o
+}
+
+// NewTransport returns the transport the gateway uses for one backend:
+// keep-alive pools sized for a proxy, no proxy from the environment, no
+// transparent compression (bodies pass through untouched), HTTP/1.1 to
+// upstreams.
+func NewTransport(o TransportOptions, useTLS bool) *http.Transport {
+	o = o.withDefaults()
+	d := &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}
+	t := &http.Transport{
+		DialContext:           d.DialContext,
+		MaxIdleConns:          0,
+		MaxIdleConnsPerHost:   o.MaxIdleConnsPerHost,
+		IdleConnTimeout:       o.IdleConnTimeout,
+		ResponseHeaderTimeout: o.ResponseHeaderTimeout,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true,
+		ForceAttemptHTTP2:     false,
+		WriteBufferSize:       32 << 10,
+		ReadBufferSize:        32 << 10,
+	}
+	if useTLS {
+		// Upstream certificates are not verified (see model.Backend.TLS).
+		t.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec
+	}
+	return t
+}
+
+// Pool is the live state of one model.Backend: its endpoints, their health,
+// its strategy and its transport.
+type Pool struct {
+	// Backend is the backend from the Snapshot.
+	Backend *model.Backend
+	// Transport carries requests to the endpoints.
+	Transport *http.Transport
+	// Scheme is "http" or "https".
+	Scheme string
+
+	endpoints []*Endpoint
+	selector  Selector
+	// healthy is the current list of healthy endpoints, swapped whole when a
+	// verdict changes so that picking takes no lock.
+	healthy atomic.Pointer[[]*Endpoint]
+	mu      sync.Mutex // serialises rebuilds of healthy
+	onHealth func(p *Pool, e *Endpoint, healthy bool)
+	// checks counts completed health checks (tests wait on it).
+	checks atomic.Int64
+}
+
+// NewPool makes the pool of a backend. Without a health check every endpoint
+// is healthy; with one, endpoints start unhealthy until their first check
+// passes (one success is enough at start-up).
+func NewPool(b *model.Backend, o TransportOptions) *Pool {
+	p := &Pool{Backend: b, selector: NewSelector(b.Strategy), Scheme: "http"}
+	if b.TLS {
+		p.Scheme = "https"
+	}
+	p.Transport = NewTransport(o, b.TLS)
+	for _, addr := range b.Endpoints {
+		e := &Endpoint{Addr: addr}
+		e.healthy.Store(b.HealthCheck == nil)
+		p.endpoints = append(p.endpoints, e)
+	}
+	p.rebuild()
+	return p
+}
+
+// Endpoints returns every endpoint, healthy or not.
+func (p *Pool) Endpoints() []*Endpoint { return p.endpoints }
+
+// Healthy returns the healthy endpoints (do not modify the slice).
+func (p *Pool) Healthy() []*Endpoint { return *p.healthy.Load() }
+
+// HasHealthy reports whether any endpoint may take traffic.
+func (p *Pool) HasHealthy() bool { return len(*p.healthy.Load()) > 0 }
+
+// Pick returns an endpoint by the backend's strategy, nil when none is healthy.
+func (p *Pool) Pick() *Endpoint {
+	eps := *p.healthy.Load()
+	if len(eps) == 0 {
+		return nil
+	}
+	return p.selector.Select(eps)
+}
+
+// OnHealthChange registers a function called when an endpoint's verdict
+// changes (for metrics and logs). Call before health checks start.
+func (p *Pool) OnHealthChange(f func(p *Pool, e *Endpoint, healthy bool)) { p.onHealth = f }
+
+// SetHealthy records a verdict for an endpoint.
+func (p *Pool) SetHealthy(e *Endpoint, healthy bool) {
+	if e.healthy.Swap(healthy) == healthy {
+		return
+	}
+	p.rebuild()
+	if p.onHealth != nil {
+		p.onHealth(p, e, healthy)
+	}
+}
+
+func (p *Pool) rebuild() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	eps := make([]*Endpoint, 0, len(p.endpoints))
+	for _, e := range p.endpoints {
+		if e.healthy.Load() {
+			eps = append(eps, e)
+		}
+	}
+	p.healthy.Store(&eps)
+}
+
+// Close closes idle connections.
+func (p *Pool) Close() { p.Transport.CloseIdleConnections() }
