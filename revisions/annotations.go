@@ -20,6 +20,9 @@ const (
 	AnnotationNextRetry = "revgate.io/next-retry"
 	// AnnotationFallbackToRevision: the revision put back.
 	AnnotationFallbackToRevision = "revgate.io/fallback-to-revision"
+	// AnnotationInstalledAt: when the installer wrote the revision (RFC 3339),
+	// on both the operand and the startup-monitor manifest.
+	AnnotationInstalledAt = "revgate.io/installed-at"
 )
 
 // Fallback reasons.

@@ -309,3 +309,30 @@ func (f FS) Publish(path string, data []byte) error {
 	}
 	return f.WriteFile(path, data, 0o644)
 }
+
+// RemoveDir removes the folder path crash-safely: it is first renamed to a
+// dotfile temp name in the same folder (and the folder fsynced), then removed
+// with everything in it. A crash part-way leaves either the whole folder under
+// its real name or a temp folder that RemoveStale cleans up, never a
+// half-removed folder under its real name. A missing folder is not an error.
+func (f FS) RemoveDir(path string) error {
+	path = filepath.Clean(path)
+	if _, err := f.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	parent, base := filepath.Split(path)
+	if parent == "" {
+		parent = "."
+	}
+	tmp := tempName(parent, base)
+	if err := f.Rename(path, tmp); err != nil {
+		return fmt.Errorf("move %s aside: %w", path, err)
+	}
+	if err := f.SyncDir(parent); err != nil {
+		return fmt.Errorf("sync folder of %s: %w", path, err)
+	}
+	if err := f.RemoveAll(tmp); err != nil {
+		return fmt.Errorf("remove %s: %w", tmp, err)
+	}
+	return nil
+}

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/revgate/revgate/installer"
+	"github.com/revgate/revgate/proxy/config"
+	"github.com/revgate/revgate/proxy/model"
+	"github.com/revgate/revgate/revisions"
+)
+
+// stepDelayEnv, when set to a duration, makes the installer pause after each
+// step. It exists only so that the crash test can land a SIGKILL between any
+// two steps; it is not a user-facing setting.
+const stepDelayEnv = "REVGATE_TEST_INSTALL_STEP_DELAY"
+
+// installOptions are the flags of `revgate install`.
+type installOptions struct {
+	layout revisions.Layout
+
+	sourceDir string
+
+	kubeconfig         string
+	namespace          string
+	configMaps         []string
+	secrets            []string
+	optionalConfigMaps []string
+	optionalSecrets    []string
+	retryTimeout       time.Duration
+
+	revision        int
+	binary          string
+	image           string
+	imagePullPolicy string
+	proxyArgs       []string
+	monitorArgs     []string
+	lockTimeout     time.Duration
+	strict          bool
+	noPublish       bool
+}
+
+func (o *installOptions) addFlags(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&o.sourceDir, "source-dir", "", "local configuration folder: configmaps/<name>/<key>, secrets/<name>/<key>; plain files become keys of the ConfigMap \"config\"")
+	fs.StringVar(&o.layout.ResourceDir, "resource-dir", revisions.DefaultResourceDir, "folder holding the revision folders")
+	fs.StringVar(&o.layout.ManifestsDir, "manifests-dir", revisions.DefaultManifestsDir, "folder the manifests are published into (the kubelet's staticPodPath)")
+	fs.StringVar(&o.layout.LockFile, "lock-file", "", "lock shared by installer, monitor and pruner (default /var/lock/<target>-installer.lock)")
+	fs.StringVar(&o.layout.Target, "target", revisions.DefaultTarget, "target name")
+	fs.StringVar(&o.layout.TerminationLog, "termination-log", "", "termination log of the operand, passed into the rendered pods (default /var/log/<target>/termination.log)")
+	fs.IntVar(&o.revision, "revision", 0, "revision to install (default: highest installed + 1)")
+
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster to read ConfigMaps and Secrets from")
+	fs.StringVar(&o.namespace, "namespace", "", "namespace of the ConfigMaps and Secrets")
+	fs.StringSliceVar(&o.configMaps, "configmaps", nil, "ConfigMaps to install (comma-separated, repeatable)")
+	fs.StringSliceVar(&o.secrets, "secrets", nil, "Secrets to install (comma-separated, repeatable)")
+	fs.StringSliceVar(&o.optionalConfigMaps, "optional-configmaps", nil, "ConfigMaps to install when they exist")
+	fs.StringSliceVar(&o.optionalSecrets, "optional-secrets", nil, "Secrets to install when they exist")
+	fs.DurationVar(&o.retryTimeout, "retry-timeout", installer.DefaultRetryTimeout, "how long to retry a Kubernetes read failing with a connection error, 5xx or 429")
+
+	fs.StringVar(&o.binary, "binary", "", "revgate binary put into the rendered pods' commands (default: this executable)")
+	fs.StringVar(&o.image, "image", installer.DefaultImage, "container image of the rendered pods")
+	fs.StringVar(&o.imagePullPolicy, "image-pull-policy", string(installer.DefaultImagePullPolicy), "image pull policy of the rendered pods: Always, IfNotPresent or Never")
+	fs.StringArrayVar(&o.proxyArgs, "proxy-arg", nil, "extra argument appended to the rendered proxy command (repeatable)")
+	fs.StringArrayVar(&o.monitorArgs, "monitor-arg", nil, "extra argument appended to the rendered monitor command (repeatable)")
+	fs.DurationVar(&o.lockTimeout, "lock-timeout", revisions.DefaultLockTimeout, "how long to wait for the lock")
+	fs.BoolVar(&o.strict, "strict", false, "refuse the configuration on validation warnings too")
+	fs.BoolVar(&o.noPublish, "no-publish", false, "write the revision but do not publish its manifests")
+}
+
+func (o *installOptions) validate() error {
+	o.layout = o.layout.Defaulted()
+	var errs []error
+	if err := o.layout.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	kube := o.kubeconfig != "" || o.namespace != "" || len(o.configMaps)+len(o.secrets)+len(o.optionalConfigMaps)+len(o.optionalSecrets) > 0
+	switch {
+	case o.sourceDir != "" && kube:
+		errs = append(errs, errors.New("--source-dir cannot be combined with the Kubernetes source flags"))
+	case o.sourceDir == "" && !kube:
+		errs = append(errs, errors.New("no configuration source: give --source-dir, or --namespace with --configmaps/--secrets"))
+	case kube && o.namespace == "":
+		errs = append(errs, errors.New("--namespace is required with the Kubernetes source"))
+	}
+	if o.revision < 0 {
+		errs = append(errs, fmt.Errorf("invalid --revision %d", o.revision))
+	}
+	switch corev1.PullPolicy(o.imagePullPolicy) {
+	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+	default:
+		errs = append(errs, fmt.Errorf("invalid --image-pull-policy %q: want Always, IfNotPresent or Never", o.imagePullPolicy))
+	}
+	if o.lockTimeout < 0 || o.retryTimeout <= 0 {
+		errs = append(errs, errors.New("--lock-timeout and --retry-timeout must be positive"))
+	}
+	if o.binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("find this executable for --binary: %w", err))
+		}
+		o.binary = exe
+	}
+	if o.binary != "" {
+		abs, err := filepath.Abs(o.binary)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--binary: %w", err))
+		}
+		o.binary = abs
+	}
+	return errors.Join(errs...)
+}
+
+func (o *installOptions) source() (installer.Source, error) {
+	if o.sourceDir != "" {
+		return &installer.LocalSource{Dir: o.sourceDir}, nil
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.kubeconfig
+	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig: %w", err)
+	}
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("create kubernetes client: %w", err)
+	}
+	return &installer.KubeSource{
+		Client:             client,
+		Namespace:          o.namespace,
+		ConfigMaps:         o.configMaps,
+		Secrets:            o.secrets,
+		OptionalConfigMaps: o.optionalConfigMaps,
+		OptionalSecrets:    o.optionalSecrets,
+		RetryTimeout:       o.retryTimeout,
+	}, nil
+}
+
+// gatewayValidator checks a staged configuration with the same loader and
+// translator the proxy uses: problems of severity error refuse it, warnings
+// are returned.
+func gatewayValidator() installer.Validator {
+	return installer.ValidatorFunc(func(_ context.Context, dir string) ([]string, error) {
+		problems, err := config.Validate(config.Options{Dirs: []string{dir}})
+		if err != nil {
+			return nil, fmt.Errorf("validate configuration: %w", err)
+		}
+		var warnings, errs []string
+		for _, p := range problems {
+			if p.Severity == model.SeverityError {
+				errs = append(errs, p.String())
+			} else {
+				warnings = append(warnings, p.String())
+			}
+		}
+		if len(errs) > 0 {
+			return warnings, fmt.Errorf("%d error(s):\n  %s", len(errs), strings.Join(errs, "\n  "))
+		}
+		return warnings, nil
+	})
+}
+
+func (o *installOptions) run(ctx context.Context, w io.Writer) error {
+	src, err := o.source()
+	if err != nil {
+		return err
+	}
+	in := &installer.Installer{
+		Layout:    o.layout,
+		Source:    src,
+		Validator: gatewayValidator(),
+		Strict:    o.strict,
+		Render: installer.RenderOptions{
+			Binary:          o.binary,
+			Image:           o.image,
+			ImagePullPolicy: corev1.PullPolicy(o.imagePullPolicy),
+			ProxyArgs:       o.proxyArgs,
+			MonitorArgs:     o.monitorArgs,
+		},
+		Revision:    o.revision,
+		LockTimeout: o.lockTimeout,
+		NoPublish:   o.noPublish,
+	}
+	if d, err := time.ParseDuration(os.Getenv(stepDelayEnv)); err == nil && d > 0 {
+		in.AfterStep = func(string) { time.Sleep(d) }
+	}
+	res, err := in.Run(ctx)
+	if err != nil {
+		return err
+	}
+	for _, warn := range res.Warnings {
+		fmt.Fprintln(w, "warning:", warn)
+	}
+	state := "published"
+	if !res.Published {
+		state = "written, not published"
+	}
+	fmt.Fprintf(w, "revision %d %s: %s\n", res.Revision, state, res.Dir)
+	return nil
+}
+
+func newInstallCommand() *cobra.Command {
+	o := &installOptions{}
+	cmd := &cobra.Command{
+		Use:   "install",
+		Short: "Write a new revision of the gateway configuration and publish its static pods",
+		Long: `Install validates a configuration, writes it as revision N (default: the
+highest installed + 1) under <resource-dir>/<target>-pod-<N>/ together with the
+rendered operand and startup-monitor static-pod manifests, and publishes both
+manifests into the manifests dir. Everything happens under the target's lock;
+a crash at any point leaves the previous state or the complete new revision.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
+			return o.run(cmd.Context(), cmd.OutOrStdout())
+		},
+	}
+	o.addFlags(cmd)
+	return cmd
+}
+
+func init() { rootCmd.AddCommand(newInstallCommand()) }

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/revgate/revgate/pruner"
+	"github.com/revgate/revgate/revisions"
+)
+
+// pruneOptions are the flags of `revgate prune`.
+type pruneOptions struct {
+	layout      revisions.Layout
+	keep        int
+	dryRun      bool
+	lockTimeout time.Duration
+}
+
+func (o *pruneOptions) addFlags(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.IntVar(&o.keep, "keep", pruner.DefaultKeep, "how many of the newest revisions to keep")
+	fs.StringVar(&o.layout.Target, "target", revisions.DefaultTarget, "target name")
+	fs.StringVar(&o.layout.ResourceDir, "resource-dir", revisions.DefaultResourceDir, "folder holding the revision folders")
+	fs.StringVar(&o.layout.ManifestsDir, "manifests-dir", revisions.DefaultManifestsDir, "folder the manifests are published into")
+	fs.StringVar(&o.layout.LockFile, "lock-file", "", "lock shared by installer, monitor and pruner (default /var/lock/<target>-installer.lock)")
+	fs.DurationVar(&o.lockTimeout, "lock-timeout", revisions.DefaultLockTimeout, "how long to wait for the lock")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "print what would be removed, remove nothing")
+}
+
+func (o *pruneOptions) validate() error {
+	o.layout = o.layout.Defaulted()
+	if err := o.layout.Validate(); err != nil {
+		return err
+	}
+	if o.keep < 0 {
+		return fmt.Errorf("invalid --keep %d", o.keep)
+	}
+	if o.lockTimeout < 0 {
+		return fmt.Errorf("invalid --lock-timeout %s", o.lockTimeout)
+	}
+	return nil
+}
+
+func (o *pruneOptions) run(ctx context.Context, w io.Writer) error {
+	p := &pruner.Pruner{Layout: o.layout, Keep: o.keep, DryRun: o.dryRun, LockTimeout: o.lockTimeout}
+	res, err := p.Run(ctx)
+	if err != nil {
+		return err
+	}
+	verb := "removed"
+	if o.dryRun {
+		verb = "would remove"
+	}
+	for _, n := range res.Removed {
+		fmt.Fprintf(w, "%s revision %d\n", verb, n)
+	}
+	for _, name := range res.Ignored {
+		fmt.Fprintf(w, "left alone %s: not a revision folder name\n", name)
+	}
+	if len(res.Removed) == 0 {
+		fmt.Fprintln(w, "nothing to prune")
+	}
+	return nil
+}
+
+func newPruneCommand() *cobra.Command {
+	o := &pruneOptions{}
+	cmd := &cobra.Command{
+		Use:   "prune",
+		Short: "Remove old revisions, never the protected ones",
+		Long: `Prune keeps the newest --keep revisions and always the last-known-good
+revision, the revisions of the published operand and monitor manifests, and
+every revision awaiting a retry; it removes the others under the lock.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
+			return o.run(cmd.Context(), cmd.OutOrStdout())
+		},
+	}
+	o.addFlags(cmd)
+	return cmd
+}
+
+func init() { rootCmd.AddCommand(newPruneCommand()) }

@@ -1,0 +1,275 @@
+package installer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/revgate/revgate/revisions"
+)
+
+// ErrRevisionTooLow is returned when the requested revision is not above the
+// highest one installed.
+var ErrRevisionTooLow = errors.New("revision is not above the highest installed revision")
+
+// ValidationError is returned when the validator refuses the configuration,
+// or finds warnings under Strict.
+type ValidationError struct {
+	Err      error
+	Warnings []string
+}
+
+func (e *ValidationError) Error() string {
+	if e.Err != nil {
+		return "configuration refused: " + e.Err.Error()
+	}
+	return fmt.Sprintf("configuration refused in strict mode: %d warning(s): %s", len(e.Warnings), strings.Join(e.Warnings, "; "))
+}
+
+func (e *ValidationError) Unwrap() error { return e.Err }
+
+// Installer writes one revision. Zero values of optional fields take their
+// defaults.
+type Installer struct {
+	// Layout of the target (Defaulted is applied).
+	Layout revisions.Layout
+	// FS is the file-system seam; default revisions.OS().
+	FS revisions.FS
+	// Source yields the configuration (required).
+	Source Source
+	// Validator checks the configuration first; default NopValidator.
+	Validator Validator
+	// Strict makes validation warnings refuse the install; default false.
+	Strict bool
+	// Render says what the pods run.
+	Render RenderOptions
+	// Revision to install; 0 means the highest installed + 1.
+	Revision int
+	// LockTimeout bounds the wait for the lock; default revisions.DefaultLockTimeout.
+	LockTimeout time.Duration
+	// NoPublish writes the revision without publishing its manifests.
+	NoPublish bool
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+	// AfterStep, when set, is called after each step with its name; the crash
+	// test uses it to widen the window in which a kill lands.
+	AfterStep func(step string)
+}
+
+// Result says what an install did.
+type Result struct {
+	Revision  int
+	Dir       string
+	Warnings  []string
+	Published bool
+}
+
+func (in *Installer) defaults() {
+	in.Layout = in.Layout.Defaulted()
+	if in.FS.OpenFile == nil {
+		in.FS = revisions.OS()
+	}
+	if in.Validator == nil {
+		in.Validator = NopValidator
+	}
+	if in.LockTimeout == 0 {
+		in.LockTimeout = revisions.DefaultLockTimeout
+	}
+	if in.Now == nil {
+		in.Now = time.Now
+	}
+	if in.Logger == nil {
+		in.Logger = slog.Default()
+	}
+	in.Logger = in.Logger.With("component", "installer", "target", in.Layout.Target)
+}
+
+func (in *Installer) step(name string) {
+	if in.AfterStep != nil {
+		in.AfterStep(name)
+	}
+}
+
+// Run validates the configuration, then under the lock writes the revision
+// whole, records it in the state file and publishes the monitor manifest and
+// then the operand manifest. Nothing is published when any step fails.
+func (in *Installer) Run(ctx context.Context) (*Result, error) {
+	in.defaults()
+	if err := in.Layout.Validate(); err != nil {
+		return nil, err
+	}
+	if in.Source == nil {
+		return nil, errors.New("no configuration source")
+	}
+	if in.Render.Binary == "" {
+		return nil, errors.New("no revgate binary for the rendered pods")
+	}
+	if in.Revision < 0 {
+		return nil, fmt.Errorf("invalid revision %d", in.Revision)
+	}
+	cfg, err := in.Source.Load(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load configuration: %w", err)
+	}
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	warnings, err := in.validate(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	in.step("validated")
+
+	lock, err := revisions.AcquireLock(ctx, in.Layout.LockFile, in.LockTimeout)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
+	in.step("locked")
+
+	res, err := in.install(cfg)
+	if err != nil {
+		return nil, err
+	}
+	res.Warnings = warnings
+	return res, nil
+}
+
+// validate writes a staged copy of cfg to a temp folder and runs the validator on it.
+func (in *Installer) validate(ctx context.Context, cfg *Config) ([]string, error) {
+	tmp, err := os.MkdirTemp("", "revgate-validate-")
+	if err != nil {
+		return nil, fmt.Errorf("create validation folder: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	dir := filepath.Join(tmp, "config")
+	if err := in.FS.StageDir(dir, revisionDirMode, func(s *revisions.Stage) error {
+		return writeConfig(s, cfg)
+	}); err != nil {
+		return nil, fmt.Errorf("stage configuration for validation: %w", err)
+	}
+	warnings, err := in.Validator.Validate(ctx, dir)
+	if err != nil {
+		return warnings, &ValidationError{Err: err, Warnings: warnings}
+	}
+	for _, w := range warnings {
+		in.Logger.Warn("configuration warning", "warning", w)
+	}
+	if in.Strict && len(warnings) > 0 {
+		return warnings, &ValidationError{Warnings: warnings}
+	}
+	return warnings, nil
+}
+
+func writeConfig(s *revisions.Stage, cfg *Config) error {
+	for _, f := range cfg.files() {
+		if err := s.WriteFile(f.rel, f.data, f.mode, f.dirMode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// install is the critical section; the lock is held.
+func (in *Installer) install(cfg *Config) (*Result, error) {
+	l, f := in.Layout, in.FS
+	listing, err := l.List(f)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range listing.Ignored {
+		in.Logger.Warn("ignoring folder whose name is not a revision", "name", name)
+	}
+	rev := in.Revision
+	if rev == 0 {
+		rev = listing.Highest() + 1
+	} else if rev <= listing.Highest() {
+		return nil, fmt.Errorf("install revision %d: highest installed is %d: %w", rev, listing.Highest(), ErrRevisionTooLow)
+	}
+	log := in.Logger.With("revision", rev)
+
+	for _, dir := range []string{l.ResourceDir, l.ManifestsDir} {
+		if err := f.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("create %s: %w", dir, err)
+		}
+		if err := f.RemoveStale(dir); err != nil {
+			return nil, err
+		}
+	}
+
+	now := in.Now()
+	pod, err := Marshal(OperandPod(l, rev, in.Render, now))
+	if err != nil {
+		return nil, err
+	}
+	monitor, err := Marshal(MonitorPod(l, rev, in.Render, now))
+	if err != nil {
+		return nil, err
+	}
+	in.step("rendered")
+
+	dir := l.RevisionDir(rev)
+	err = f.StageDir(dir, revisionDirMode, func(s *revisions.Stage) error {
+		if err := writeConfig(s, cfg); err != nil {
+			return err
+		}
+		in.step("config-written")
+		if err := s.WriteFile(l.MonitorManifestName(), monitor, 0o644, revisionDirMode); err != nil {
+			return err
+		}
+		return s.WriteFile(l.PodManifestName(), pod, 0o644, revisionDirMode)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("write revision %d: %w", rev, err)
+	}
+	log.Info("revision written", "dir", dir)
+	in.step("revision-written")
+
+	err = revisions.UpdateState(f, l.StateFile(), func(s *revisions.State) error {
+		for n, r := range s.Revisions {
+			if n < rev && r.NextRetry != nil {
+				log.Info("newer revision supersedes a pending retry", "superseded", n)
+				r.Outcome = revisions.OutcomeSuperseded
+				r.NextRetry = nil
+			}
+		}
+		attempts := 0
+		if !in.NoPublish {
+			attempts = 1
+		}
+		s.Revisions[rev] = &revisions.RevisionState{
+			Revision:    rev,
+			Outcome:     revisions.OutcomeInstalled,
+			Attempts:    attempts,
+			InstalledAt: now.UTC(),
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record revision %d: %w", rev, err)
+	}
+	in.step("state-written")
+
+	res := &Result{Revision: rev, Dir: dir}
+	if in.NoPublish {
+		log.Info("revision not published (--no-publish)")
+		return res, nil
+	}
+	if err := f.Publish(l.PublishedMonitorManifest(), monitor); err != nil {
+		return nil, fmt.Errorf("publish monitor manifest of revision %d: %w", rev, err)
+	}
+	in.step("monitor-published")
+	if err := f.Publish(l.PublishedPodManifest(), pod); err != nil {
+		return nil, fmt.Errorf("publish operand manifest of revision %d: %w", rev, err)
+	}
+	res.Published = true
+	log.Info("revision published", "manifests-dir", l.ManifestsDir)
+	return res, nil
+}
