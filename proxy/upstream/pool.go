@@ -80,8 +80,8 @@ type Pool struct {
 	selector  Selector
 	// healthy is the current list of healthy endpoints, swapped whole when a
 	// verdict changes so that picking takes no lock.
-	healthy atomic.Pointer[[]*Endpoint]
-	mu      sync.Mutex // serialises rebuilds of healthy
+	healthy  atomic.Pointer[[]*Endpoint]
+	mu       sync.Mutex // serialises rebuilds of healthy
 	onHealth func(p *Pool, e *Endpoint, healthy bool)
 	// checks counts completed health checks (tests wait on it).
 	checks atomic.Int64

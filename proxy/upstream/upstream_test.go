@@ -150,7 +150,7 @@ func TestHealthChecks(t *testing.T) {
 
 	e1, e2 := p.Endpoints()[0], p.Endpoints()[1]
 	waitFor(t, "one success at start-up", func() bool { return e1.Healthy() && e2.Healthy() })
-	waitFor(t, "tickers", func() bool { return clk.Tickers() == 2 })
+	waitFor(t, "tickers and first verdicts", func() bool { return clk.Tickers() == 2 && p.checks.Load() == 2 })
 
 	// tick advances the clock one interval and waits until both endpoints
 	// have been checked again (the upstreams count their requests).
