@@ -16,13 +16,18 @@ import (
 
 // Container states reported in ContainerStatus.State.
 const (
-	StateWaiting  = "waiting"  // not started yet
-	StateRunning  = "running"  // a process is running
-	StateBackoff  = "backoff"  // exited, waiting to be restarted
-	StateExited   = "exited"   // exited and not restarted (restartPolicy)
-	StateStopped  = "stopped"  // stopped by the supervisor
-	defaultPATH   = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-	defaultGrace  = 30 * time.Second
+	StateWaiting = "waiting" // not started yet
+	StateRunning = "running" // a process is running
+	StateBackoff = "backoff" // exited, waiting to be restarted
+	StateExited  = "exited"  // exited and not restarted (restartPolicy)
+	StateStopped = "stopped" // stopped by the supervisor
+)
+
+const (
+	defaultPATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	// defaultGrace is terminationGracePeriodSeconds when the pod sets none.
+	defaultGrace = 30 * time.Second
+	// logWaitOnExit bounds the wait for the last output lines of an exited process.
 	logWaitOnExit = 200 * time.Millisecond
 )
 

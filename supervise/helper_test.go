@@ -1,0 +1,404 @@
+package supervise
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
+)
+
+// The test binary doubles as the "container": with SUPERVISE_HELPER=1 it runs
+// helperMain instead of the tests. Its behaviour is set by HELPER_* variables:
+//
+//	HELPER_ID          name echoed by / and in the output
+//	HELPER_STARTS      file to which "<id> <pid>" is appended at start
+//	HELPER_EXIT        exit at once with this code
+//	HELPER_CRASH_IF    exit 1 at once if this file exists, else exit 2 once it appears
+//	HELPER_PORT        serve HTTP on 127.0.0.1:<port> with SO_REUSEPORT
+//	HELPER_READY_FILE  /ready answers 200 only while this file exists (else always 200)
+//	HELPER_IGNORE_TERM ignore SIGTERM
+func TestMain(m *testing.M) {
+	if os.Getenv("SUPERVISE_HELPER") == "1" {
+		helperMain()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func helperMain() {
+	id := os.Getenv("HELPER_ID")
+	if f := os.Getenv("HELPER_STARTS"); f != "" {
+		fh, err := os.OpenFile(f, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err == nil {
+			fmt.Fprintf(fh, "%s %d\n", id, os.Getpid())
+			fh.Close()
+		}
+	}
+	fmt.Println("helper", id, "started")
+	fmt.Fprintln(os.Stderr, "helper", id, "says hello on stderr")
+	if os.Getenv("HELPER_IGNORE_TERM") == "1" {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	if c := os.Getenv("HELPER_EXIT"); c != "" {
+		n, _ := strconv.Atoi(c)
+		os.Exit(n)
+	}
+	if f := os.Getenv("HELPER_CRASH_IF"); f != "" {
+		if _, err := os.Stat(f); err == nil {
+			os.Exit(1)
+		}
+		go func() {
+			for {
+				if _, err := os.Stat(f); err == nil {
+					os.Exit(2)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
+	}
+	var srv *http.Server
+	if port := os.Getenv("HELPER_PORT"); port != "" {
+		ln, err := listenReusePort("127.0.0.1:" + port)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "listen:", err)
+			os.Exit(3)
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, id) })
+		mux.HandleFunc("/ready", func(w http.ResponseWriter, r *http.Request) {
+			if f := os.Getenv("HELPER_READY_FILE"); f != "" {
+				if _, err := os.Stat(f); err != nil {
+					w.WriteHeader(http.StatusServiceUnavailable)
+				}
+			}
+			io.WriteString(w, id)
+		})
+		srv = &http.Server{Handler: mux}
+		go srv.Serve(ln)
+	}
+	sigs := make(chan os.Signal, 1)
+	if os.Getenv("HELPER_IGNORE_TERM") != "1" {
+		signal.Notify(sigs, syscall.SIGTERM)
+	}
+	<-sigs
+	fmt.Println("helper", id, "got SIGTERM")
+	if srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}
+	os.Exit(0)
+}
+
+func listenReusePort(addr string) (net.Listener, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	return lc.Listen(context.Background(), "tcp", addr)
+}
+
+// helperPod returns a pod whose single container "main" runs the helper with env.
+func helperPod(t *testing.T, name string, env map[string]string) *corev1.Pod {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	vars := []corev1.EnvVar{{Name: "SUPERVISE_HELPER", Value: "1"}}
+	for _, k := range keys {
+		vars = append(vars, corev1.EnvVar{Name: k, Value: env[k]})
+	}
+	grace := int64(5)
+	return &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "test"},
+		Spec: corev1.PodSpec{
+			HostNetwork:                   true,
+			TerminationGracePeriodSeconds: &grace,
+			Containers:                    []corev1.Container{{Name: "main", Image: "ignored", Command: []string{exe}, Env: vars}},
+		},
+	}
+}
+
+// httpReadiness sets an httpGet readinessProbe on /ready of port, every second.
+func httpReadiness(pod *corev1.Pod, port int) *corev1.Pod {
+	pod.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: int32(port)}}
+	pod.Spec.Containers[0].ReadinessProbe = &corev1.Probe{
+		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromString("http")}},
+		PeriodSeconds: 1, TimeoutSeconds: 1, FailureThreshold: 1,
+	}
+	return pod
+}
+
+// writeManifest publishes pod as dir/name the way installers do: a dotfile
+// renamed into place.
+func writeManifest(t *testing.T, dir, name string, pod *corev1.Pod) {
+	t.Helper()
+	data, err := yaml.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir, name, data)
+}
+
+func writeFile(t *testing.T, dir, name string, data []byte) {
+	t.Helper()
+	tmp := filepath.Join(dir, "."+name+".tmp")
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// syncWriter sends log output to t.Log until the test ends.
+type syncWriter struct {
+	mu   sync.Mutex
+	t    *testing.T
+	done bool
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	w := &syncWriter{t: t}
+	t.Cleanup(func() { w.mu.Lock(); w.done = true; w.mu.Unlock() })
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// fastOptions are options for tests: short periods and backoffs.
+func fastOptions(t *testing.T, dir string) Options {
+	return Options{
+		ManifestsDir:           dir,
+		RelistPeriod:           200 * time.Millisecond,
+		RemoveDelay:            500 * time.Millisecond,
+		ReadyWithoutProbeAfter: 200 * time.Millisecond,
+		BackoffInitial:         50 * time.Millisecond,
+		BackoffMax:             200 * time.Millisecond,
+		BackoffReset:           10 * time.Minute,
+		Logger:                 testLogger(t),
+	}
+}
+
+// running is a Supervisor running in the background of a test.
+type running struct {
+	*Supervisor
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+}
+
+// startSupervisor runs s until the test ends (or stop is called).
+func startSupervisor(t *testing.T, s *Supervisor) *running {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{Supervisor: s, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- s.Run(ctx) }()
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	r.once.Do(func() {
+		r.cancel()
+		select {
+		case err := <-r.done:
+			if err != nil {
+				t.Errorf("Run returned %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("Run did not return within 30s of cancellation")
+		}
+	})
+}
+
+// pod returns the status of one pod, or ok=false.
+func (r *running) pod(name string) (PodStatus, bool) {
+	for _, p := range r.Status() {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return PodStatus{}, false
+}
+
+// waitFor polls cond until it holds or the (generous) timeout passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// currentPID returns the pid of the main container of the pod's current generation.
+func (r *running) currentPID(name string) int {
+	p, ok := r.pod(name)
+	if !ok || p.Current == nil || len(p.Current.Containers) == 0 {
+		return 0
+	}
+	return p.Current.Containers[0].PID
+}
+
+func (r *running) currentReady(name string) bool {
+	p, ok := r.pod(name)
+	return ok && p.Current != nil && p.Current.Ready
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(data), ')')
+	return i > 0 && len(data) > i+2 && data[i+2] != 'Z'
+}
+
+// starts returns the lines the helpers appended to a starts file.
+func starts(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Fields(strings.ReplaceAll(string(data), " ", "_"))
+}
+
+// freePort returns a TCP port that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// fakeClock is a Clock that moves only when a test advances it.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+}
+
+type fakeTimer struct {
+	c       chan time.Time
+	at      time.Time
+	clock   *fakeClock
+	settled bool // fired or stopped
+}
+
+var _ Clock = (*fakeClock)(nil)
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+
+func (f *fakeClock) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+func (f *fakeClock) NewTimer(d time.Duration) Timer {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := &fakeTimer{c: make(chan time.Time, 1), at: f.now.Add(d), clock: f}
+	if d <= 0 {
+		t.settled = true
+		t.c <- f.now
+		return t
+	}
+	f.timers = append(f.timers, t)
+	return t
+}
+
+func (t *fakeTimer) C() <-chan time.Time { return t.c }
+
+func (t *fakeTimer) Stop() bool {
+	t.clock.mu.Lock()
+	defer t.clock.mu.Unlock()
+	was := !t.settled
+	t.settled = true
+	return was
+}
+
+// Advance moves the clock and fires the timers that fall due.
+func (f *fakeClock) Advance(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = f.now.Add(d)
+	keep := f.timers[:0]
+	for _, t := range f.timers {
+		if t.settled {
+			continue
+		}
+		if !t.at.After(f.now) {
+			t.settled = true
+			t.c <- f.now
+			continue
+		}
+		keep = append(keep, t)
+	}
+	f.timers = keep
+}
+
+// pending reports whether a timer of exactly d from now is waiting.
+func (f *fakeClock) pending(d time.Duration) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, t := range f.timers {
+		if !t.settled && t.at.Sub(f.now) == d {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,493 @@
+package supervise
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+func TestStartsPodsFromManifests(t *testing.T) {
+	dir, tmp := t.TempDir(), t.TempDir()
+	startsFile := filepath.Join(tmp, "starts")
+	writeManifest(t, dir, "a.yaml", helperPod(t, "a", map[string]string{"HELPER_ID": "a", "HELPER_STARTS": startsFile}))
+	writeManifest(t, dir, "b.json", helperPod(t, "b", map[string]string{"HELPER_ID": "b", "HELPER_STARTS": startsFile}))
+	// Neither a dotfile, nor another extension, nor an unparsable file starts anything.
+	writeManifest(t, dir, ".hidden.yaml", helperPod(t, "hidden", map[string]string{"HELPER_ID": "hidden", "HELPER_STARTS": startsFile}))
+	writeManifest(t, dir, "notes.txt", helperPod(t, "txt", map[string]string{"HELPER_ID": "txt", "HELPER_STARTS": startsFile}))
+	writeFile(t, dir, "bad.yaml", []byte("spec: [this is: not a pod\n"))
+
+	r := startSupervisor(t, New(fastOptions(t, dir)))
+	waitFor(t, "a and b ready", func() bool { return r.currentReady("a.yaml") && r.currentReady("b.json") })
+
+	got := starts(t, startsFile)
+	if len(got) != 2 {
+		t.Errorf("starts = %v, want exactly a and b once each", got)
+	}
+	st := r.Status()
+	if len(st) != 3 {
+		t.Fatalf("status has %d pods, want a.yaml, b.json and the invalid bad.yaml: %+v", len(st), st)
+	}
+	bad, _ := r.pod("bad.yaml")
+	if bad.Invalid == "" || bad.Current != nil {
+		t.Errorf("bad.yaml = %+v, want invalid and not running", bad)
+	}
+}
+
+func TestRelistFindsFilesWhileTheWatcherIsDown(t *testing.T) {
+	dir := t.TempDir()
+	s := New(fastOptions(t, dir))
+	var attempts atomic.Int32
+	s.newWatcher = func() (*fsnotify.Watcher, error) {
+		attempts.Add(1)
+		return nil, syscall.EMFILE
+	}
+	r := startSupervisor(t, s)
+	waitFor(t, "a watch attempt", func() bool { return attempts.Load() > 0 })
+	writeManifest(t, dir, "late.yaml", helperPod(t, "late", map[string]string{"HELPER_ID": "late"}))
+	waitFor(t, "late.yaml found by the periodic relist", func() bool { return r.currentPID("late.yaml") != 0 })
+}
+
+func TestUnparsableUpdateKeepsThePodRunning(t *testing.T) {
+	dir := t.TempDir()
+	writeManifest(t, dir, "a.yaml", helperPod(t, "a", map[string]string{"HELPER_ID": "a"}))
+	r := startSupervisor(t, New(fastOptions(t, dir)))
+	waitFor(t, "a ready", func() bool { return r.currentReady("a.yaml") })
+	pid := r.currentPID("a.yaml")
+
+	writeFile(t, dir, "a.yaml", []byte("{not yaml"))
+	waitFor(t, "the bad content to be seen", func() bool { p, _ := r.pod("a.yaml"); return p.Invalid != "" })
+	time.Sleep(600 * time.Millisecond) // longer than RemoveDelay and a few relists
+	if p, _ := r.pod("a.yaml"); p.Current == nil || p.Current.Containers[0].PID != pid || p.Next != nil || !alive(pid) {
+		t.Fatalf("after an unparsable update: %+v, want pid %d still current and alive", p, pid)
+	}
+
+	writeManifest(t, dir, "a.yaml", helperPod(t, "a", map[string]string{"HELPER_ID": "a2"}))
+	waitFor(t, "the valid update to replace the pod", func() bool {
+		p := r.currentPID("a.yaml")
+		return p != 0 && p != pid && !alive(pid)
+	})
+}
+
+func TestRestartPolicies(t *testing.T) {
+	tests := []struct {
+		name       string
+		policy     corev1.RestartPolicy
+		exitCode   string
+		wantStarts int // exact, or at least 3 when restarting forever
+		forever    bool
+	}{
+		{name: "Always restarts a clean exit", policy: corev1.RestartPolicyAlways, exitCode: "0", forever: true},
+		{name: "default is Always", policy: "", exitCode: "0", forever: true},
+		{name: "OnFailure restarts a failure", policy: corev1.RestartPolicyOnFailure, exitCode: "3", forever: true},
+		{name: "OnFailure keeps a clean exit", policy: corev1.RestartPolicyOnFailure, exitCode: "0", wantStarts: 1},
+		{name: "Never keeps a failure", policy: corev1.RestartPolicyNever, exitCode: "3", wantStarts: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir, tmp := t.TempDir(), t.TempDir()
+			startsFile := filepath.Join(tmp, "starts")
+			pod := helperPod(t, "p", map[string]string{"HELPER_ID": "p", "HELPER_EXIT": tt.exitCode, "HELPER_STARTS": startsFile})
+			pod.Spec.RestartPolicy = tt.policy
+			writeManifest(t, dir, "p.yaml", pod)
+			r := startSupervisor(t, New(fastOptions(t, dir)))
+			if tt.forever {
+				waitFor(t, "three starts", func() bool { return len(starts(t, startsFile)) >= 3 })
+				return
+			}
+			waitFor(t, "the container to be done", func() bool {
+				p, _ := r.pod("p.yaml")
+				return p.Current != nil && p.Current.Containers[0].State == StateExited
+			})
+			time.Sleep(300 * time.Millisecond) // several backoff periods
+			if got := len(starts(t, startsFile)); got != tt.wantStarts {
+				t.Errorf("starts = %d, want %d", got, tt.wantStarts)
+			}
+			p, _ := r.pod("p.yaml")
+			if c := p.Current.Containers[0]; c.LastExitCode == nil || strconv.Itoa(*c.LastExitCode) != tt.exitCode {
+				t.Errorf("last exit code = %v, want %s", c.LastExitCode, tt.exitCode)
+			}
+		})
+	}
+}
+
+func TestRestartBackoffDoublesCapsAndResets(t *testing.T) {
+	dir, tmp := t.TempDir(), t.TempDir()
+	crash := filepath.Join(tmp, "crash")
+	startsFile := filepath.Join(tmp, "starts")
+	if err := os.WriteFile(crash, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeManifest(t, dir, "p.yaml", helperPod(t, "p", map[string]string{"HELPER_ID": "p", "HELPER_CRASH_IF": crash, "HELPER_STARTS": startsFile}))
+	clock := newFakeClock()
+	opts := fastOptions(t, dir)
+	opts.Clock = clock
+	opts.RelistPeriod = time.Hour
+	opts.BackoffInitial, opts.BackoffMax, opts.BackoffReset = 10*time.Second, 30*time.Second, 10*time.Minute
+	r := startSupervisor(t, New(opts))
+
+	state := func() ContainerStatus {
+		p, _ := r.pod("p.yaml")
+		if p.Current == nil {
+			return ContainerStatus{}
+		}
+		return p.Current.Containers[0]
+	}
+	waitBackoff := func(restarts int, delay time.Duration) {
+		t.Helper()
+		waitFor(t, "backoff of "+delay.String()+" after restart "+strconv.Itoa(restarts), func() bool {
+			c := state()
+			return c.State == StateBackoff && c.Restarts == restarts && clock.pending(delay)
+		})
+	}
+	waitBackoff(0, 10*time.Second)
+	clock.Advance(9 * time.Second)
+	time.Sleep(100 * time.Millisecond)
+	if c := state(); c.Restarts != 0 || len(starts(t, startsFile)) != 1 {
+		t.Fatalf("restarted before the backoff was over: %+v", c)
+	}
+	clock.Advance(time.Second)
+	waitBackoff(1, 20*time.Second)
+	clock.Advance(20 * time.Second)
+	waitBackoff(2, 30*time.Second) // 40s capped at 30s
+	clock.Advance(30 * time.Second)
+	waitBackoff(3, 30*time.Second)
+
+	// Now let it come up and stay up past BackoffReset, then fail again.
+	if err := os.Remove(crash); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(30 * time.Second)
+	waitFor(t, "the process to run", func() bool { c := state(); return c.State == StateRunning && c.Restarts == 4 })
+	clock.Advance(10 * time.Minute)
+	if err := os.WriteFile(crash, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitBackoff(4, 10*time.Second)
+	if c := state(); c.LastExitCode == nil || *c.LastExitCode != 2 {
+		t.Errorf("last exit = %v, want 2", c.LastExitCode)
+	}
+}
+
+func TestStopSendsSIGTERMThenSIGKILLAfterGrace(t *testing.T) {
+	tests := []struct {
+		name       string
+		ignoreTerm bool
+		wantCode   int
+	}{
+		{name: "exits on SIGTERM", wantCode: 0},
+		{name: "ignores SIGTERM and is killed", ignoreTerm: true, wantCode: 128 + int(syscall.SIGKILL)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			env := map[string]string{"HELPER_ID": "g"}
+			if tt.ignoreTerm {
+				env["HELPER_IGNORE_TERM"] = "1"
+			}
+			pod := helperPod(t, "g", env)
+			grace := int64(1)
+			pod.Spec.TerminationGracePeriodSeconds = &grace
+			writeManifest(t, dir, "g.yaml", pod)
+			r := startSupervisor(t, New(fastOptions(t, dir)))
+			waitFor(t, "g ready", func() bool { return r.currentReady("g.yaml") })
+			pid := r.currentPID("g.yaml")
+			proc, err := os.FindProcess(pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = proc // the supervisor reaps it; we only watch /proc
+
+			if err := os.Remove(filepath.Join(dir, "g.yaml")); err != nil {
+				t.Fatal(err)
+			}
+			removed := time.Now()
+			waitFor(t, "the pod to be gone", func() bool { _, ok := r.pod("g.yaml"); return !ok && !alive(pid) })
+			if tt.ignoreTerm && time.Since(removed) < time.Second {
+				t.Errorf("a process ignoring SIGTERM was gone %s after removal, before its 1s grace period", time.Since(removed))
+			}
+		})
+	}
+}
+
+func TestRemoveThenWriteIsAnUpdate(t *testing.T) {
+	dir := t.TempDir()
+	port := freePort(t)
+	pod := httpReadiness(helperPod(t, "u", map[string]string{"HELPER_ID": "one", "HELPER_PORT": strconv.Itoa(port)}), port)
+	writeManifest(t, dir, "u.yaml", pod)
+	opts := fastOptions(t, dir)
+	opts.RemoveDelay = 2 * time.Second
+	r := startSupervisor(t, New(opts))
+	waitFor(t, "u ready", func() bool { return r.currentReady("u.yaml") })
+	pid := r.currentPID("u.yaml")
+
+	// Same content: nothing restarts.
+	path := filepath.Join(dir, "u.yaml")
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	writeManifest(t, dir, "u.yaml", pod)
+	time.Sleep(2500 * time.Millisecond) // past RemoveDelay
+	if got := r.currentPID("u.yaml"); got != pid || !alive(pid) {
+		t.Fatalf("after remove and rewrite of the same content pid = %d (alive %v), want %d still running", got, alive(pid), pid)
+	}
+
+	// New content: the old process keeps running until the new one is ready.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	pod2 := httpReadiness(helperPod(t, "u", map[string]string{"HELPER_ID": "two", "HELPER_PORT": strconv.Itoa(port)}), port)
+	writeManifest(t, dir, "u.yaml", pod2)
+	waitFor(t, "the new pod to be current", func() bool {
+		p := r.currentPID("u.yaml")
+		return p != 0 && p != pid && r.currentReady("u.yaml")
+	})
+	waitFor(t, "the old process to be gone", func() bool { return !alive(pid) })
+}
+
+// client hits url in a loop with a new connection each time and counts the
+// answers by body and the failures.
+type client struct {
+	mu       sync.Mutex
+	answers  map[string]int
+	failures []error
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+func startClient(url string) *client {
+	c := &client{answers: map[string]int{}, stop: make(chan struct{}), done: make(chan struct{})}
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	go func() {
+		defer close(c.done)
+		for {
+			select {
+			case <-c.stop:
+				return
+			default:
+			}
+			resp, err := hc.Get(url)
+			var body []byte
+			if err == nil {
+				body, err = io.ReadAll(resp.Body)
+				resp.Body.Close()
+			}
+			c.mu.Lock()
+			if err != nil {
+				c.failures = append(c.failures, err)
+			} else {
+				c.answers[string(body)]++
+			}
+			c.mu.Unlock()
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	return c
+}
+
+func (c *client) finish() (map[string]int, []error) {
+	close(c.stop)
+	<-c.done
+	return c.answers, c.failures
+}
+
+func TestMakeBeforeBreak(t *testing.T) {
+	dir, tmp := t.TempDir(), t.TempDir()
+	port := freePort(t)
+	gate := filepath.Join(tmp, "gate")
+	old := httpReadiness(helperPod(t, "mbb", map[string]string{"HELPER_ID": "old", "HELPER_PORT": strconv.Itoa(port)}), port)
+	writeManifest(t, dir, "mbb.yaml", old)
+	r := startSupervisor(t, New(fastOptions(t, dir)))
+	waitFor(t, "old ready", func() bool { return r.currentReady("mbb.yaml") })
+	oldPID := r.currentPID("mbb.yaml")
+	c := startClient("http://127.0.0.1:" + strconv.Itoa(port) + "/")
+
+	// A new pod that is not ready: the old one keeps running.
+	pending := httpReadiness(helperPod(t, "mbb", map[string]string{
+		"HELPER_ID": "new", "HELPER_PORT": strconv.Itoa(port), "HELPER_READY_FILE": gate,
+	}), port)
+	writeManifest(t, dir, "mbb.yaml", pending)
+	waitFor(t, "the new pod to run beside the old", func() bool {
+		p, _ := r.pod("mbb.yaml")
+		return p.Next != nil && p.Next.Containers[0].State == StateRunning
+	})
+	time.Sleep(3 * time.Second) // three probe periods
+	p, _ := r.pod("mbb.yaml")
+	if p.Current == nil || p.Current.Containers[0].PID != oldPID || !alive(oldPID) || p.Next == nil || p.Next.Ready {
+		t.Fatalf("while the new pod is not ready: %+v; want old pid %d current and alive, new one pending", p, oldPID)
+	}
+
+	// It gets ready: it replaces the old one, and no request fails meanwhile.
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new pod to replace the old", func() bool {
+		p, _ := r.pod("mbb.yaml")
+		return p.Next == nil && p.Current != nil && p.Current.Ready && p.Current.Containers[0].PID != oldPID && !alive(oldPID)
+	})
+	time.Sleep(200 * time.Millisecond)
+	answers, failures := c.finish()
+	t.Logf("answers during the swap: %v", answers)
+	if len(failures) > 0 {
+		t.Errorf("%d requests failed during the swap, first: %v", len(failures), failures[0])
+	}
+	if answers["old"] == 0 || answers["new"] == 0 {
+		t.Errorf("answers = %v, want some from old and from new", answers)
+	}
+}
+
+func TestNewerManifestReplacesAPendingOne(t *testing.T) {
+	dir, tmp := t.TempDir(), t.TempDir()
+	port := freePort(t)
+	never := filepath.Join(tmp, "never")
+	writeManifest(t, dir, "p.yaml", httpReadiness(helperPod(t, "p", map[string]string{"HELPER_ID": "v1", "HELPER_PORT": strconv.Itoa(port)}), port))
+	r := startSupervisor(t, New(fastOptions(t, dir)))
+	waitFor(t, "v1 ready", func() bool { return r.currentReady("p.yaml") })
+	v1 := r.currentPID("p.yaml")
+
+	writeManifest(t, dir, "p.yaml", httpReadiness(helperPod(t, "p", map[string]string{"HELPER_ID": "v2", "HELPER_PORT": strconv.Itoa(port), "HELPER_READY_FILE": never}), port))
+	var v2 int
+	waitFor(t, "v2 pending", func() bool {
+		p, _ := r.pod("p.yaml")
+		if p.Next != nil {
+			v2 = p.Next.Containers[0].PID
+		}
+		return v2 != 0
+	})
+	writeManifest(t, dir, "p.yaml", httpReadiness(helperPod(t, "p", map[string]string{"HELPER_ID": "v3", "HELPER_PORT": strconv.Itoa(port)}), port))
+	waitFor(t, "v3 to replace v1, and v2 to be gone", func() bool {
+		p := r.currentPID("p.yaml")
+		return p != 0 && p != v1 && p != v2 && r.currentReady("p.yaml") && !alive(v1) && !alive(v2)
+	})
+}
+
+// TestProbeCountsOnlyTheProbedProcess guards against counting an answer from
+// the old process that shares the port as the new one's readiness.
+func TestProbeCountsOnlyTheProbedProcess(t *testing.T) {
+	port := freePort(t)
+	tmp := t.TempDir()
+	spawn := func(id string, ready bool) int {
+		t.Helper()
+		exe, _ := os.Executable()
+		cmd := exec.Command(exe)
+		cmd.Env = []string{"SUPERVISE_HELPER=1", "HELPER_ID=" + id, "HELPER_PORT=" + strconv.Itoa(port)}
+		if !ready {
+			cmd.Env = append(cmd.Env, "HELPER_READY_FILE="+filepath.Join(tmp, "absent"))
+		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd.Process.Pid
+	}
+	oldReady := spawn("old", true)
+	newNotReady := spawn("new", false)
+	waitFor(t, "both listening", func() bool {
+		groups := 0
+		for _, pid := range []int{oldReady, newNotReady} {
+			p := &prober{probe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(port)}}}, container: &corev1.Container{}, proc: procFS{root: "/proc"}}
+			if out, _ := p.check(context.Background(), pid); out == probeSuccess {
+				groups++
+			}
+		}
+		return groups == 2
+	})
+
+	httpProbe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt(port)}}}
+	pr := &prober{probe: httpProbe, container: &corev1.Container{}, proc: procFS{root: "/proc"}}
+	counts := map[int]map[probeOutcome]int{oldReady: {}, newNotReady: {}}
+	for range 12 {
+		for _, pid := range []int{oldReady, newNotReady} {
+			out, msg := pr.check(context.Background(), pid)
+			counts[pid][out]++
+			if pid == newNotReady && out == probeSuccess {
+				t.Fatalf("probe of the not-ready process succeeded (%s): the answer of the ready one was counted", msg)
+			}
+		}
+	}
+	if counts[oldReady][probeSuccess] != 12 {
+		t.Errorf("probes of the ready process: %v, want 12 successes", counts[oldReady])
+	}
+	if counts[newNotReady][probeFailure] == 0 {
+		t.Errorf("probes of the not-ready process: %v, want failures from its own 503", counts[newNotReady])
+	}
+
+	// A process group that does not listen on the port never passes.
+	sleeper := exec.Command("sleep", "30")
+	sleeper.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() })
+	for _, probe := range []*corev1.Probe{httpProbe, {ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(port)}}}} {
+		p := &prober{probe: probe, container: &corev1.Container{}, proc: procFS{root: "/proc"}}
+		if out, msg := p.check(context.Background(), sleeper.Process.Pid); out != probeUncounted {
+			t.Errorf("probe of a process without a listener: %s (%s), want uncounted", out, msg)
+		}
+	}
+}
+
+func TestShutdownStopsAllPods(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"a", "b", "c"} {
+		env := map[string]string{"HELPER_ID": name}
+		if name == "c" {
+			env["HELPER_IGNORE_TERM"] = "1"
+		}
+		pod := helperPod(t, name, env)
+		grace := int64(1)
+		pod.Spec.TerminationGracePeriodSeconds = &grace
+		writeManifest(t, dir, name+".yaml", pod)
+	}
+	var mu sync.Mutex
+	var states []string
+	opts := fastOptions(t, dir)
+	opts.Notifier = NotifierFunc(func(s string) error { mu.Lock(); states = append(states, s); mu.Unlock(); return nil })
+	r := startSupervisor(t, New(opts))
+	var pids []int
+	waitFor(t, "all ready", func() bool {
+		pids = pids[:0]
+		for _, n := range []string{"a.yaml", "b.yaml", "c.yaml"} {
+			if !r.currentReady(n) {
+				return false
+			}
+			pids = append(pids, r.currentPID(n))
+		}
+		return true
+	})
+	r.stop(t)
+	for _, pid := range pids {
+		if alive(pid) {
+			t.Errorf("pid %d still alive after Run returned", pid)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !contains(states, "READY=1") || len(states) == 0 || states[len(states)-1] != "STOPPING=1" {
+		t.Errorf("notifications = %q, want READY=1 and STOPPING=1 last", states)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
