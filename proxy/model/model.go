@@ -275,8 +275,9 @@ type FallbackObject struct {
 	Namespace string `json:"namespace,omitempty"`
 	Name      string `json:"name"`
 	// CausingObjects are the broken objects that made this one excluded or
-	// backfilled, each rendered as "group/Kind:namespace/name" (core group
-	// objects as "Kind:namespace/name").
+	// backfilled, each rendered as Kong renders them: "Kind:namespace/name"
+	// ("Kind:name" for cluster-scoped objects), without the group. A broken
+	// object is excluded because of itself and lists itself.
 	CausingObjects []string `json:"causingObjects,omitempty"`
 }
 
