@@ -1,0 +1,638 @@
+// Package monitor is revgate's startup monitor. It watches one newly
+// published revision of a static pod until it is started, healthy and ready
+// (then points last-known-good at it and removes its own manifest), or until
+// it fails (then puts the last-known-good revision back, annotated with why,
+// and schedules a retry for reasons that may be temporary).
+//
+// It sees the operand only through the termination log, the admin endpoint
+// (/healthz, /readyz?verbose) and, with a kubeconfig, the mirror pod; every
+// write is taken under the lock shared with the installer and the pruner,
+// after checking again that the published operand manifest is still this
+// monitor's revision.
+package monitor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/revgate/revgate/revisions"
+)
+
+// Defaults of Options.
+const (
+	DefaultHealthzURL         = "http://127.0.0.1:9901/healthz"
+	DefaultReadyzURL          = "http://127.0.0.1:9901/readyz"
+	DefaultFallbackTimeout    = 5 * time.Minute
+	DefaultProbeInterval      = time.Second
+	DefaultReadySuccesses     = 3
+	DefaultCrashloopThreshold = 3
+	DefaultRetryInitial       = 10 * time.Minute
+	DefaultRetryMax           = 6 * time.Hour
+)
+
+// PodSource returns the operand's mirror pod.
+type PodSource interface {
+	MirrorPod(ctx context.Context) (*corev1.Pod, error)
+}
+
+// EventSink records a Kubernetes Event on the operand's mirror pod.
+type EventSink interface {
+	Emit(ctx context.Context, eventType, reason, message string) error
+}
+
+// Kubernetes event reasons emitted by the monitor.
+const (
+	EventRevisionGood            = "RevisionGood"
+	EventFallbackToLastKnownGood = "FallbackToLastKnownGood"
+	EventNoFallbackRevision      = "NoFallbackRevision"
+	EventRetryScheduled          = "RetryScheduled"
+	EventRetryStarted            = "RetryStarted"
+)
+
+// Options configure a Monitor. Zero values take the defaults named on each
+// field.
+type Options struct {
+	// Revision is the revision watched; required.
+	Revision int
+	// Layout of the target; its empty fields are defaulted.
+	Layout revisions.Layout
+	// FS is the file-system seam; default revisions.OS().
+	FS *revisions.FS
+	// HealthzURL default DefaultHealthzURL; ReadyzURL default DefaultReadyzURL
+	// (asked with ?verbose).
+	HealthzURL, ReadyzURL string
+	// FallbackTimeout runs from the moment the operand manifest of this
+	// revision is seen published; default 5m.
+	FallbackTimeout time.Duration
+	// ProbeInterval between checks; default 1s.
+	ProbeInterval time.Duration
+	// ReadySuccesses is how many passes in a row make the revision good; default 3.
+	ReadySuccesses int
+	// CrashloopThreshold is the number of starts in one rollout that decide
+	// CrashLooping at once, without waiting for the timeout; default 3.
+	CrashloopThreshold int
+	// RetryInitial and RetryMax bound the retry backoff; default 10m and 6h.
+	RetryInitial, RetryMax time.Duration
+	// LockTimeout bounds the wait for the lock; default revisions.DefaultLockTimeout.
+	LockTimeout time.Duration
+	// Clock; default RealClock.
+	Clock Clock
+	// Prober asks the admin endpoint; default NewHTTPProber(2s).
+	Prober Prober
+	// Pods, when set, adds the mirror-pod check.
+	Pods PodSource
+	// Events, when set, receives Kubernetes Events.
+	Events EventSink
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Monitor watches one revision. Run drives it; Step makes one decision and
+// is what tests drive directly.
+type Monitor struct {
+	opts Options
+	fs   revisions.FS
+	log  *slog.Logger
+
+	started bool
+	phase   phase
+	// seenAt is when the operand manifest of this revision was first seen
+	// published in the current rollout; rolloutStart is its file's time,
+	// from which on termination records count.
+	seenAt       time.Time
+	rolloutStart time.Time
+	streak       int
+	nextRetry    time.Time
+	lastReason   string
+}
+
+type phase int
+
+const (
+	phaseWatching phase = iota
+	phaseRetryPending
+	phaseFailedFinal
+)
+
+// New checks and defaults opts.
+func New(opts Options) (*Monitor, error) {
+	if opts.Revision <= 0 {
+		return nil, fmt.Errorf("revision must be positive, got %d", opts.Revision)
+	}
+	opts.Layout = opts.Layout.Defaulted()
+	if err := opts.Layout.Validate(); err != nil {
+		return nil, err
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&opts.FallbackTimeout, DefaultFallbackTimeout)
+	def(&opts.ProbeInterval, DefaultProbeInterval)
+	def(&opts.RetryInitial, DefaultRetryInitial)
+	def(&opts.RetryMax, DefaultRetryMax)
+	def(&opts.LockTimeout, revisions.DefaultLockTimeout)
+	if opts.RetryMax < opts.RetryInitial {
+		return nil, fmt.Errorf("retry max %s is below retry initial %s", opts.RetryMax, opts.RetryInitial)
+	}
+	if opts.ReadySuccesses <= 0 {
+		opts.ReadySuccesses = DefaultReadySuccesses
+	}
+	if opts.CrashloopThreshold <= 0 {
+		opts.CrashloopThreshold = DefaultCrashloopThreshold
+	}
+	if opts.CrashloopThreshold < 2 {
+		return nil, fmt.Errorf("crashloop threshold must be at least 2, got %d", opts.CrashloopThreshold)
+	}
+	if opts.HealthzURL == "" {
+		opts.HealthzURL = DefaultHealthzURL
+	}
+	if opts.ReadyzURL == "" {
+		opts.ReadyzURL = DefaultReadyzURL
+	}
+	if opts.Clock == nil {
+		opts.Clock = RealClock{}
+	}
+	if opts.Prober == nil {
+		opts.Prober = NewHTTPProber(0)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	fs := revisions.OS()
+	if opts.FS != nil {
+		fs = *opts.FS
+	}
+	log := opts.Logger.With("component", "monitor", "target", opts.Layout.Target, "revision", opts.Revision)
+	return &Monitor{opts: opts, fs: fs, log: log}, nil
+}
+
+// Run steps the monitor on every probe interval, and at once when the
+// termination log's folder or the manifests dir changes, until the monitor
+// is done (nil: exit 0) or ctx ends. Errors of a step (a lock timeout, a
+// failed write) are logged and the step is tried again.
+func (m *Monitor) Run(ctx context.Context) error {
+	events := m.watch(ctx)
+	for {
+		done, err := m.Step(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			m.log.Error("monitor step failed; trying again", "err", err)
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-m.opts.Clock.After(m.opts.ProbeInterval):
+		case <-events:
+		}
+	}
+}
+
+// watch reports changes of the termination log's folder and the manifests
+// dir. The watcher only hurries the next step: the loop relists on every
+// interval anyway, so a folder that does not exist yet is added later.
+func (m *Monitor) watch(ctx context.Context) <-chan struct{} {
+	out := make(chan struct{}, 1)
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		m.log.Warn("no file watcher; relying on the probe interval", "err", err)
+		return out
+	}
+	dirs := []string{filepath.Dir(m.opts.Layout.TerminationLog), m.opts.Layout.ManifestsDir}
+	added := map[string]bool{}
+	addAll := func() {
+		for _, d := range dirs {
+			if added[d] {
+				continue
+			}
+			if err := w.Add(d); err == nil {
+				added[d] = true
+			}
+		}
+	}
+	addAll()
+	go func() {
+		defer w.Close()
+		retry := time.NewTicker(5 * time.Second)
+		defer retry.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-retry.C:
+				addAll()
+			case ev, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				if ev.Op.Has(fsnotify.Remove) || ev.Op.Has(fsnotify.Rename) {
+					if _, err := m.fs.Stat(ev.Name); err != nil && added[ev.Name] {
+						delete(added, ev.Name)
+					}
+				}
+				select {
+				case out <- struct{}{}:
+				default:
+				}
+			case err, ok := <-w.Errors:
+				if !ok {
+					return
+				}
+				m.log.Warn("file watcher error", "err", err)
+			}
+		}
+	}()
+	return out
+}
+
+// Step looks once at the files and the operand and takes at most one
+// decision. done means the monitor has nothing left to do and exits.
+func (m *Monitor) Step(ctx context.Context) (done bool, err error) {
+	obs, err := m.observe()
+	if err != nil {
+		return false, err
+	}
+	if obs.superseded() {
+		return m.obsolete(ctx, obs)
+	}
+	if !m.started {
+		if done, err := m.resume(ctx); done || err != nil {
+			return done, err
+		}
+		m.started = true
+	}
+	switch m.phase {
+	case phaseRetryPending:
+		return m.stepRetryPending(ctx, obs)
+	case phaseFailedFinal:
+		return m.finishFailed(ctx)
+	}
+	return m.stepWatching(ctx, obs)
+}
+
+// observation is what one look at the files finds.
+type observation struct {
+	rev       int
+	highest   int // highest revision folder
+	published int // revision of the published operand manifest, 0 when none or unreadable
+}
+
+func (o observation) superseded() bool { return o.highest > o.rev || o.published > o.rev }
+
+func (m *Monitor) observe() (observation, error) {
+	l := m.opts.Layout
+	lst, err := l.List(m.fs)
+	if err != nil {
+		return observation{}, err
+	}
+	o := observation{rev: m.opts.Revision, highest: lst.Highest()}
+	pub, err := l.PublishedRevision(m.fs)
+	if err != nil && !errors.Is(err, revisions.ErrNoManifest) {
+		m.log.Debug("published operand manifest unreadable", "err", err)
+	}
+	if err == nil {
+		o.published = pub
+	}
+	return o, nil
+}
+
+// resume picks up what the state file says about this revision, so that a
+// restarted monitor neither repeats a decision nor resets a retry schedule.
+func (m *Monitor) resume(ctx context.Context) (bool, error) {
+	st, err := revisions.LoadState(m.fs, m.opts.Layout.StateFile())
+	if err != nil {
+		return false, err
+	}
+	rs, ok := st.Revisions[m.opts.Revision]
+	if !ok {
+		return false, nil
+	}
+	switch {
+	case rs.Outcome == revisions.OutcomeGood:
+		lkg, err := m.opts.Layout.LastKnownGood(m.fs)
+		if err == nil && lkg == m.opts.Revision {
+			m.log.Info("revision already recorded good; removing the monitor manifest")
+			return true, m.withLock(ctx, m.removeOwnManifest)
+		}
+	case rs.Outcome == revisions.OutcomeFailed && rs.NextRetry != nil:
+		m.phase = phaseRetryPending
+		m.nextRetry = *rs.NextRetry
+		m.log.Info("resuming a pending retry", "next_retry", m.nextRetry, "attempt", rs.Attempts)
+	case rs.Outcome == revisions.OutcomeFailed:
+		m.phase = phaseFailedFinal
+	}
+	return false, nil
+}
+
+// obsolete: a newer revision is installed, its monitor owns the manifests.
+// The pending retry of this revision is cancelled and the published monitor
+// manifest is removed only when it is still this revision's.
+func (m *Monitor) obsolete(ctx context.Context, obs observation) (bool, error) {
+	m.log.Info("a newer revision is installed; leaving it to its monitor", "highest", obs.highest, "published", obs.published)
+	err := m.withLock(ctx, func() error {
+		err := revisions.UpdateState(m.fs, m.opts.Layout.StateFile(), func(s *revisions.State) error {
+			rs, ok := s.Revisions[m.opts.Revision]
+			if !ok {
+				return nil
+			}
+			rs.NextRetry = nil
+			if rs.Outcome == "" || rs.Outcome == revisions.OutcomeInstalled {
+				rs.Outcome = revisions.OutcomeSuperseded
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return m.removeOwnManifest()
+	})
+	return err == nil, err
+}
+
+func (m *Monitor) stepWatching(ctx context.Context, obs observation) (bool, error) {
+	now := m.opts.Clock.Now()
+	if obs.published != m.opts.Revision {
+		if !m.seenAt.IsZero() {
+			m.log.Info("operand manifest is no longer this revision; waiting", "published", obs.published)
+		}
+		m.seenAt, m.streak = time.Time{}, 0
+		return false, nil
+	}
+	if m.seenAt.IsZero() {
+		fi, err := m.fs.Stat(m.opts.Layout.PublishedPodManifest())
+		if err != nil {
+			return false, fmt.Errorf("stat published operand manifest: %w", err)
+		}
+		m.seenAt, m.rolloutStart = now, fi.ModTime()
+		m.log.Info("operand manifest of this revision is published; watching it", "published_at", m.rolloutStart, "timeout", m.opts.FallbackTimeout)
+	}
+	final := !now.Before(m.seenAt.Add(m.opts.FallbackTimeout))
+	checks := []Check{m.terminationCheck(m.rolloutStart, final), m.healthzCheck(), m.readyzCheck()}
+	if m.opts.Pods != nil {
+		checks = append(checks, m.mirrorPodCheck())
+	}
+	ok, reason, message, err := runChecks(ctx, checks...)
+	if err != nil {
+		m.log.Warn("check failed to run", "reason", reason, "err", err)
+	}
+	if ok {
+		m.streak++
+		m.lastReason = ""
+		if m.streak >= m.opts.ReadySuccesses {
+			return m.good(ctx)
+		}
+		return false, nil
+	}
+	m.streak = 0
+	if reason != m.lastReason {
+		m.log.Info("revision not ready yet", "reason", reason, "message", message)
+		m.lastReason = reason
+	}
+	if final || reason == revisions.ReasonCrashLooping {
+		return m.fail(ctx, reason, message)
+	}
+	return false, nil
+}
+
+// underRevision runs fn under the lock after checking again that the
+// published operand manifest is still this revision and none newer exists.
+// It reports false without running fn when that is no longer so.
+func (m *Monitor) underRevision(ctx context.Context, fn func() error) (bool, error) {
+	ran := false
+	err := m.withLock(ctx, func() error {
+		obs, err := m.observe()
+		if err != nil {
+			return err
+		}
+		if obs.superseded() || obs.published != m.opts.Revision {
+			m.log.Info("published operand manifest changed before the decision; looking again", "published", obs.published, "highest", obs.highest)
+			return nil
+		}
+		ran = true
+		return fn()
+	})
+	return ran, err
+}
+
+func (m *Monitor) withLock(ctx context.Context, fn func() error) error {
+	lk, err := revisions.AcquireLock(ctx, m.opts.Layout.LockFile, m.opts.LockTimeout)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if uerr := lk.Unlock(); uerr != nil {
+			m.log.Warn("release lock", "err", uerr)
+		}
+	}()
+	return fn()
+}
+
+// good makes this revision the last-known-good one, records it and removes
+// the monitor's own manifest.
+func (m *Monitor) good(ctx context.Context) (bool, error) {
+	n := m.opts.Revision
+	now := m.opts.Clock.Now()
+	ran, err := m.underRevision(ctx, func() error {
+		if err := m.opts.Layout.SetLastKnownGood(m.fs, n); err != nil {
+			return fmt.Errorf("point last-known-good at revision %d: %w", n, err)
+		}
+		err := revisions.UpdateState(m.fs, m.opts.Layout.StateFile(), func(s *revisions.State) error {
+			rs := s.Get(n)
+			rs.Outcome = revisions.OutcomeGood
+			rs.DecidedAt = now
+			rs.NextRetry = nil
+			rs.Reason, rs.Message = "", ""
+			rs.Attempts = max(rs.Attempts, 1)
+			s.LastKnownGood = n
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("record revision %d good: %w", n, err)
+		}
+		m.log.Info("revision is good; last-known-good now points at it")
+		m.event(ctx, corev1.EventTypeNormal, EventRevisionGood, fmt.Sprintf("revision %d started, is healthy and ready; it is the last-known-good revision now", n))
+		return m.removeOwnManifest()
+	})
+	if err != nil || !ran {
+		m.streak = 0
+		return false, err
+	}
+	return true, nil
+}
+
+// fail records the failure of this rollout, puts the fallback revision back
+// and either schedules a retry or finishes.
+func (m *Monitor) fail(ctx context.Context, reason, message string) (bool, error) {
+	n := m.opts.Revision
+	now := m.opts.Clock.Now()
+	var retryAt *time.Time
+	ran, err := m.underRevision(ctx, func() error {
+		lst, err := m.opts.Layout.List(m.fs)
+		if err != nil {
+			return err
+		}
+		to := m.fallbackTarget(lst)
+		err = revisions.UpdateState(m.fs, m.opts.Layout.StateFile(), func(s *revisions.State) error {
+			rs := s.Get(n)
+			attempt := max(rs.Attempts, 1)
+			if revisions.Retried(reason) {
+				t := now.Add(RetryDelay(m.opts.RetryInitial, m.opts.RetryMax, attempt))
+				retryAt = &t
+			}
+			rs.Outcome = revisions.OutcomeFailed
+			rs.Reason, rs.Message = reason, message
+			rs.Attempts = attempt
+			rs.NextRetry = retryAt
+			rs.DecidedAt = now
+			fb := revisions.Fallback{Time: now, Reason: reason, Message: message, To: to, Attempt: attempt}
+			if k := len(rs.Fallbacks); k > 0 && rs.Fallbacks[k-1].Attempt == attempt {
+				rs.Fallbacks[k-1] = fb // the same rollout decided again after an interrupted fallback
+			} else {
+				rs.Fallbacks = append(rs.Fallbacks, fb)
+			}
+			if lkg, err := m.opts.Layout.LastKnownGood(m.fs); err == nil {
+				s.LastKnownGood = lkg
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("record failure of revision %d: %w", n, err)
+		}
+		m.log.Warn("revision failed; falling back", "reason", reason, "message", message, "fallback_to", to, "next_retry", retryAt)
+		if err := m.publishFallback(ctx, true); err != nil {
+			return err
+		}
+		if retryAt != nil {
+			m.event(ctx, corev1.EventTypeNormal, EventRetryScheduled, fmt.Sprintf("revision %d is rolled out again at %s", n, retryAt.UTC().Format(time.RFC3339)))
+		}
+		return nil
+	})
+	switch {
+	case !ran && err == nil:
+		m.seenAt, m.streak = time.Time{}, 0
+		return false, nil
+	case retryAt != nil:
+		// Recorded: from now on the state file drives this monitor, even
+		// when publishing the fallback failed and is tried again.
+		m.phase, m.nextRetry = phaseRetryPending, *retryAt
+		return false, err
+	case ran:
+		m.phase = phaseFailedFinal
+		if err != nil {
+			return false, err
+		}
+		return m.finishFailed(ctx)
+	}
+	return false, err
+}
+
+// finishFailed completes a failure that is not retried: the fallback is in
+// place (published again if it was interrupted) and the monitor leaves.
+func (m *Monitor) finishFailed(ctx context.Context) (bool, error) {
+	err := m.withLock(ctx, func() error {
+		if err := m.publishFallback(ctx, false); err != nil {
+			return err
+		}
+		return m.removeOwnManifest()
+	})
+	return err == nil, err
+}
+
+func (m *Monitor) stepRetryPending(ctx context.Context, obs observation) (bool, error) {
+	now := m.opts.Clock.Now()
+	if now.Before(m.nextRetry) {
+		if obs.published == m.opts.Revision || obs.published == 0 {
+			// The fallback of the recorded failure is not in place (a
+			// crash or a failed write interrupted it): put it back.
+			return false, m.withLock(ctx, func() error { return m.publishFallback(ctx, false) })
+		}
+		return false, nil
+	}
+	return false, m.startRetry(ctx)
+}
+
+// startRetry publishes this revision's own operand manifest again and starts
+// a new rollout.
+func (m *Monitor) startRetry(ctx context.Context) error {
+	n := m.opts.Revision
+	now := m.opts.Clock.Now()
+	var attempt int
+	err := m.withLock(ctx, func() error {
+		obs, err := m.observe()
+		if err != nil {
+			return err
+		}
+		if obs.superseded() {
+			return nil // the next step finds it and leaves
+		}
+		data, err := m.fs.ReadFile(m.opts.Layout.RevisionPodManifest(n))
+		if err != nil {
+			return fmt.Errorf("read operand manifest of revision %d: %w", n, err)
+		}
+		if err := m.fs.Publish(m.opts.Layout.PublishedPodManifest(), data); err != nil {
+			return fmt.Errorf("publish revision %d again: %w", n, err)
+		}
+		err = revisions.UpdateState(m.fs, m.opts.Layout.StateFile(), func(s *revisions.State) error {
+			rs := s.Get(n)
+			rs.Attempts = max(rs.Attempts, 1) + 1
+			rs.Outcome = revisions.OutcomeInstalled
+			rs.NextRetry = nil
+			attempt = rs.Attempts
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("record retry of revision %d: %w", n, err)
+		}
+		// The rollout starts now: this monitor published it.
+		m.phase, m.seenAt, m.rolloutStart, m.streak, m.lastReason = phaseWatching, now, now, 0, ""
+		m.log.Info("retrying the revision", "attempt", attempt, "at", now)
+		m.event(ctx, corev1.EventTypeNormal, EventRetryStarted, fmt.Sprintf("revision %d is rolled out again (attempt %d)", n, attempt))
+		return nil
+	})
+	return err
+}
+
+// removeOwnManifest removes the published monitor manifest when it is this
+// revision's: a newer monitor's manifest has the same file name and must
+// stay. Call it under the lock.
+func (m *Monitor) removeOwnManifest() error {
+	p := m.opts.Layout.PublishedMonitorManifest()
+	rev, err := revisions.ReadRevisionLabel(m.fs, p)
+	switch {
+	case errors.Is(err, revisions.ErrNoManifest):
+		return nil
+	case err != nil:
+		m.log.Warn("published monitor manifest has no usable revision label; leaving it", "err", err)
+		return nil
+	case rev != m.opts.Revision:
+		m.log.Info("published monitor manifest belongs to another revision; leaving it", "its_revision", rev)
+		return nil
+	}
+	if err := m.fs.RemoveFile(p); err != nil {
+		return fmt.Errorf("remove own monitor manifest: %w", err)
+	}
+	m.log.Info("removed own monitor manifest")
+	return nil
+}
+
+func (m *Monitor) event(ctx context.Context, typ, reason, message string) {
+	if m.opts.Events == nil {
+		return
+	}
+	if err := m.opts.Events.Emit(ctx, typ, reason, message); err != nil {
+		m.log.Warn("emit event", "event_reason", reason, "err", err)
+	}
+}
