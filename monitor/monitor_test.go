@@ -634,7 +634,7 @@ func TestDecisionRechecksPublishedRevisionUnderLock(t *testing.T) {
 		res <- err
 	}()
 	time.Sleep(200 * time.Millisecond) // let the step reach the lock
-	e.publish(1, false)               // someone else publishes under the lock
+	e.publish(1, false)                // someone else publishes under the lock
 	lk.Unlock()
 	if err := <-res; err != nil {
 		t.Fatalf("step: %v", err)
