@@ -38,20 +38,22 @@ var ErrMalformed = errors.New("malformed fallback annotation")
 // revision ToRevision is served instead.
 type Fallback struct {
 	// ForRevision is the revision that failed; always set.
-	ForRevision int
+	ForRevision int `json:"forRevision"`
 	// Reason is machine-readable (NeverStartedUp, CrashLooping, Unhealthy,
-	// NotReady, DependencyUnhealthy); Message is for humans.
-	Reason, Message string
+	// NotReady, DependencyUnhealthy).
+	Reason string `json:"reason"`
+	// Message is for humans, possibly multi-line.
+	Message string `json:"message"`
 	// Time of the fallback; zero when the annotation is absent.
-	Time time.Time
+	Time time.Time `json:"time,omitzero"`
 	// Attempt of the failed revision that failed (1 for the first rollout);
 	// 0 when absent.
-	Attempt int
+	Attempt int `json:"attempt,omitempty"`
 	// NextRetry is when the failed revision is rolled out again; nil when it
 	// is not retried.
-	NextRetry *time.Time
+	NextRetry *time.Time `json:"nextRetry,omitempty"`
 	// ToRevision is the revision put back; 0 when absent.
-	ToRevision int
+	ToRevision int `json:"toRevision,omitempty"`
 }
 
 // Parse reads the fallback annotations. It returns nil and no error when the
