@@ -1,0 +1,331 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/textproto"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/revgate/revgate/proxy/route"
+	"github.com/revgate/revgate/proxy/upstream"
+)
+
+// routeInfo is what the routing table carries for each route.
+type routeInfo struct {
+	cluster *upstream.Cluster
+	// label names the route in metrics.
+	label string
+	// observer and ok200 are the route's metric children, made on first use
+	// so that unused routes export nothing and used ones skip the label
+	// lookup on every request.
+	observer atomic.Pointer[prometheus.Observer]
+	ok200    atomic.Pointer[prometheus.Counter]
+}
+
+// Handler proxies requests of one listener (plain or TLS).
+type Handler struct {
+	g *Gateway
+	// secure is true on the TLS listener.
+	secure bool
+}
+
+var _ http.Handler = (*Handler)(nil)
+
+// copyBuffers are the 32 KiB buffers used to copy bodies.
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// hopHeaders are removed in both directions (RFC 9110 section 7.6.1), in
+// canonical form.
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// ServeHTTP routes and proxies one request.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rt := h.g.runtime.Load()
+	e := rt.table.Lookup(r.Host, r.URL.Path)
+	if e == nil {
+		h.g.metrics.requests.WithLabelValues("", codeText[http.StatusNotFound]).Inc()
+		http.Error(w, "no route for this host and path", http.StatusNotFound)
+		return
+	}
+	ri := e.Value.(*routeInfo)
+	code := h.serve(w, r, ri, e.Route.RedirectHTTPS)
+	h.g.observe(ri, code, start)
+}
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ri *routeInfo, redirect bool) int {
+	if redirect && !h.secure {
+		return h.redirect(w, r)
+	}
+	pool := ri.cluster.Pick(r)
+	if pool == nil {
+		http.Error(w, "route has no backend", http.StatusServiceUnavailable)
+		return http.StatusServiceUnavailable
+	}
+	ep := pool.Pick()
+	if ep == nil {
+		h.g.metrics.upstreamErrors.WithLabelValues(pool.Backend.Key, errKindNoHealthy).Inc()
+		http.Error(w, "no healthy upstream", http.StatusServiceUnavailable)
+		return http.StatusServiceUnavailable
+	}
+	done := ep.Begin()
+	defer done()
+	return h.proxy(w, r, pool, ep)
+}
+
+// redirect answers 301 to the same URL on https.
+func (h *Handler) redirect(w http.ResponseWriter, r *http.Request) int {
+	host := route.NormalizeHost(r.Host)
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if p := h.g.httpsPort; p != "" && p != "443" {
+		host += ":" + p
+	}
+	http.Redirect(w, r, "https://"+host+r.URL.RequestURI(), http.StatusMovedPermanently)
+	return http.StatusMovedPermanently
+}
+
+// proxy forwards r to ep and copies the answer back; it returns the status
+// code sent to the client.
+func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, pool *upstream.Pool, ep *upstream.Endpoint) int {
+	rc := http.NewResponseController(w)
+	if r.ProtoMajor == 1 {
+		// Without full duplex net/http cuts off a request body still being
+		// read when the upstream answers early.
+		_ = rc.EnableFullDuplex()
+	}
+	upgrade := upgradeType(r.Header)
+
+	out := r.WithContext(r.Context())
+	u := *r.URL
+	u.Scheme, u.Host = pool.Scheme, ep.Addr
+	out.URL = &u
+	out.RequestURI = ""
+	out.Proto, out.ProtoMajor, out.ProtoMinor = "HTTP/1.1", 1, 1
+	out.Close = false
+	if r.ContentLength == 0 {
+		out.Body = nil
+	}
+	// The inbound header map is owned by this handler and is not read after
+	// it, so it is edited in place rather than copied.
+	hdr := r.Header
+	removeHopHeaders(hdr)
+	if upgrade != "" {
+		hdr["Connection"] = []string{"Upgrade"}
+		hdr["Upgrade"] = []string{upgrade}
+	}
+	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		if prior, ok := hdr["X-Forwarded-For"]; ok && len(prior) > 0 {
+			hdr["X-Forwarded-For"] = []string{strings.Join(prior, ", ") + ", " + ip}
+		} else {
+			hdr["X-Forwarded-For"] = []string{ip}
+		}
+	}
+	if r.TLS != nil {
+		hdr["X-Forwarded-Proto"] = protoHTTPS
+	} else {
+		hdr["X-Forwarded-Proto"] = protoHTTP
+	}
+	hdr["X-Forwarded-Host"] = []string{r.Host}
+	out.Header = hdr
+
+	resp, err := pool.Transport.RoundTrip(out)
+	if err != nil {
+		return h.upstreamError(w, r, pool, err)
+	}
+	defer resp.Body.Close()
+
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return h.switchProtocols(w, r, rc, pool, resp, upgrade)
+	}
+
+	removeHopHeaders(resp.Header)
+	dst := w.Header()
+	for k, vv := range resp.Header {
+		dst[k] = vv
+	}
+	w.WriteHeader(resp.StatusCode)
+	if err := h.copyBody(w, rc, resp); err != nil {
+		h.g.metrics.upstreamErrors.WithLabelValues(pool.Backend.Key, errKindBody).Inc()
+		if r.Context().Err() == nil {
+			h.g.log.Debug("response body copy failed", "backend", pool.Backend.Key, "endpoint", ep.Addr, "err", err)
+		}
+		// The status line is out: abort the connection so the client does
+		// not take a truncated body for a whole one.
+		panic(http.ErrAbortHandler)
+	}
+	for k, vv := range resp.Trailer {
+		dst[http.TrailerPrefix+k] = vv
+	}
+	return resp.StatusCode
+}
+
+var (
+	protoHTTP  = []string{"http"}
+	protoHTTPS = []string{"https"}
+)
+
+// copyBody copies the upstream body with a pooled buffer, flushing each
+// chunk of bodies of unknown length (streams, server-sent events).
+func (h *Handler) copyBody(w http.ResponseWriter, rc *http.ResponseController, resp *http.Response) error {
+	bp := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(bp)
+	buf := *bp
+	flush := resp.ContentLength < 0
+	for {
+		n, rerr := resp.Body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return werr
+			}
+			if flush {
+				_ = rc.Flush()
+			}
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+}
+
+// upstreamError answers 504 for timeouts and 502 for other failures; it
+// answers nothing when the client went away.
+func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, pool *upstream.Pool, err error) int {
+	if r.Context().Err() != nil {
+		// Client closed the request: nginx's 499, for metrics only.
+		return 499
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
+		h.g.metrics.upstreamErrors.WithLabelValues(pool.Backend.Key, errKindTimeout).Inc()
+		http.Error(w, "upstream timed out", http.StatusGatewayTimeout)
+		return http.StatusGatewayTimeout
+	}
+	h.g.metrics.upstreamErrors.WithLabelValues(pool.Backend.Key, errKindConnect).Inc()
+	h.g.log.Debug("upstream request failed", "backend", pool.Backend.Key, "err", err)
+	http.Error(w, "bad gateway", http.StatusBadGateway)
+	return http.StatusBadGateway
+}
+
+// switchProtocols completes an upgrade (WebSocket): it hijacks the client
+// connection, relays the 101 answer and splices both directions.
+func (h *Handler) switchProtocols(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, pool *upstream.Pool, resp *http.Response, reqUpgrade string) int {
+	back, ok := resp.Body.(io.ReadWriteCloser)
+	if !ok || reqUpgrade == "" || !strings.EqualFold(upgradeType(resp.Header), reqUpgrade) {
+		h.g.metrics.upstreamErrors.WithLabelValues(pool.Backend.Key, errKindConnect).Inc()
+		http.Error(w, "upstream switched to an unrequested protocol", http.StatusBadGateway)
+		return http.StatusBadGateway
+	}
+	defer back.Close()
+	conn, brw, err := rc.Hijack()
+	if err != nil {
+		http.Error(w, "upgrade not supported on this connection", http.StatusInternalServerError)
+		return http.StatusInternalServerError
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Time{})
+	h.g.trackHijacked(conn, true)
+	defer h.g.trackHijacked(conn, false)
+
+	// Keep Connection/Upgrade on the 101; drop the other hop-by-hop headers.
+	up := resp.Header.Get("Upgrade")
+	removeHopHeaders(resp.Header)
+	resp.Header.Set("Connection", "Upgrade")
+	resp.Header.Set("Upgrade", up)
+	fmt.Fprintf(brw, "HTTP/1.1 101 %s\r\n", http.StatusText(http.StatusSwitchingProtocols))
+	if err := resp.Header.Write(brw); err != nil {
+		return http.StatusSwitchingProtocols
+	}
+	brw.WriteString("\r\n")
+	if err := brw.Flush(); err != nil {
+		return http.StatusSwitchingProtocols
+	}
+	errc := make(chan error, 2)
+	go func() { errc <- splice(back, brw.Reader) }()
+	go func() { errc <- splice(conn, back) }()
+	<-errc
+	return http.StatusSwitchingProtocols
+}
+
+// splice copies src to dst with a pooled buffer, then half-closes dst's
+// write side where it can.
+func splice(dst io.Writer, src io.Reader) error {
+	bp := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(bp)
+	_, err := io.CopyBuffer(dst, src, *bp)
+	if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	return err
+}
+
+// upgradeType returns the Upgrade protocol when Connection names upgrade.
+func upgradeType(h http.Header) string {
+	conn, ok := h["Connection"]
+	if !ok {
+		return ""
+	}
+	for _, v := range conn {
+		for _, tok := range strings.Split(v, ",") {
+			if strings.EqualFold(textproto.TrimString(tok), "upgrade") {
+				return h.Get("Upgrade")
+			}
+		}
+	}
+	return ""
+}
+
+// removeHopHeaders deletes the hop-by-hop headers and those named by
+// Connection.
+func removeHopHeaders(h http.Header) {
+	if conn, ok := h["Connection"]; ok {
+		for _, v := range conn {
+			for _, tok := range strings.Split(v, ",") {
+				if tok = textproto.TrimString(tok); tok != "" {
+					delete(h, textproto.CanonicalMIMEHeaderKey(tok))
+				}
+			}
+		}
+	}
+	for _, k := range hopHeaders {
+		delete(h, k)
+	}
+}
+
+// observe records a finished request in the metrics.
+func (g *Gateway) observe(ri *routeInfo, code int, start time.Time) {
+	o := ri.observer.Load()
+	if o == nil {
+		obs := g.metrics.duration.WithLabelValues(ri.label)
+		ri.observer.Store(&obs)
+		o = &obs
+	}
+	(*o).Observe(time.Since(start).Seconds())
+	if code == http.StatusOK {
+		c := ri.ok200.Load()
+		if c == nil {
+			cnt := g.metrics.requests.WithLabelValues(ri.label, codeText[http.StatusOK])
+			ri.ok200.Store(&cnt)
+			c = &cnt
+		}
+		(*c).Inc()
+		return
+	}
+	g.metrics.requests.WithLabelValues(ri.label, codeLabel(code)).Inc()
+}
