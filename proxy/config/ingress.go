@@ -254,19 +254,30 @@ func validateHost(h string) string {
 		if strings.Contains(rest, "*") {
 			return "a wildcard is allowed only as the whole first label"
 		}
-		if errs := validation.IsDNS1123Subdomain(rest); len(errs) > 0 {
-			return strings.Join(errs, "; ")
-		}
-		return ""
+		return validateDNSName(rest)
 	}
 	if strings.Contains(h, "*") {
 		return "a wildcard is allowed only as the whole first label"
 	}
-	if errs := validation.IsDNS1123Subdomain(h); len(errs) > 0 {
-		return strings.Join(errs, "; ")
+	if err := validateDNSName(h); err != "" {
+		return err
 	}
 	if len(validation.IsValidIP(nil, h)) == 0 {
 		return "must be a DNS name, not an IP address"
+	}
+	return ""
+}
+
+// validateDNSName checks a lower-case DNS name: at most 253 characters,
+// labels of at most 63.
+func validateDNSName(h string) string {
+	if errs := validation.IsDNS1123Subdomain(h); len(errs) > 0 {
+		return strings.Join(errs, "; ")
+	}
+	for _, l := range strings.Split(h, ".") {
+		if errs := validation.IsDNS1123Label(l); len(errs) > 0 {
+			return fmt.Sprintf("label %q: %s", l, strings.Join(errs, "; "))
+		}
 	}
 	return ""
 }
