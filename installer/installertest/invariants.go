@@ -1,0 +1,197 @@
+// Package installertest checks the on-disk invariants that installs and
+// prunes must keep whatever happens to them (a fault, a kill): for tests of
+// the installer, the pruner and the end-to-end crash tests.
+package installertest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/revgate/revgate/installer"
+	"github.com/revgate/revgate/revisions"
+)
+
+// Files maps a revision folder's configuration files (slash-separated paths
+// relative to the folder, e.g. "secrets/tls/tls.key") to their content.
+type Files map[string][]byte
+
+// FilesOf lists the files a revision of cfg holds, besides its manifests.
+func FilesOf(cfg *installer.Config) Files {
+	out := Files{}
+	for name, keys := range cfg.ConfigMaps {
+		for k, v := range keys {
+			out[path.Join(installer.ConfigMapsDir, name, k)] = v
+		}
+	}
+	for name, keys := range cfg.Secrets {
+		for k, v := range keys {
+			out[path.Join(installer.SecretsDir, name, k)] = v
+		}
+	}
+	return out
+}
+
+// Check verifies, for the target of l:
+//   - every revision folder under its real name is complete: both manifests,
+//     carrying its revision, and configuration files equal to one of the
+//     candidates (entirely one, never a mix), secrets 0600;
+//   - the published operand and monitor manifests, when present, are
+//     byte-equal to the manifests of a complete revision;
+//   - the last-known-good link, when present, resolves to a complete revision;
+//   - the state file, when present, parses;
+//   - nothing but dotfile temps lies beside them.
+//
+// It returns the published operand revision (0 when none).
+func Check(l revisions.Layout, candidates ...Files) (int, error) {
+	l = l.Defaulted()
+	f := revisions.OS()
+	listing, err := l.List(f)
+	if err != nil {
+		return 0, err
+	}
+	if len(listing.Ignored) > 0 {
+		return 0, fmt.Errorf("unexpected entries in the resource dir: %v", listing.Ignored)
+	}
+	for _, n := range listing.Revisions {
+		if err := checkRevision(l, n, candidates); err != nil {
+			return 0, err
+		}
+	}
+	entries, err := os.ReadDir(l.ResourceDir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return 0, err
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if _, ok := l.ParseRevisionDirName(name); ok || revisions.IsTempName(name) ||
+			name == filepath.Base(l.LastKnownGoodLink()) || name == filepath.Base(l.StateFile()) {
+			continue
+		}
+		return 0, fmt.Errorf("unexpected file %s in the resource dir", name)
+	}
+	if _, err := os.Lstat(l.LastKnownGoodLink()); err == nil {
+		n, err := l.LastKnownGood(f)
+		if err != nil {
+			return 0, fmt.Errorf("last-known-good: %w", err)
+		}
+		if !listing.Has(n) {
+			return 0, fmt.Errorf("last-known-good revision %d is not listed", n)
+		}
+	}
+	if _, err := revisions.LoadState(f, l.StateFile()); err != nil {
+		return 0, err
+	}
+	published := 0
+	for _, m := range []struct{ published, name string }{
+		{l.PublishedPodManifest(), l.PodManifestName()},
+		{l.PublishedMonitorManifest(), l.MonitorManifestName()},
+	} {
+		data, err := os.ReadFile(m.published)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		n, err := revisions.RevisionLabelOf(data, m.published)
+		if err != nil {
+			return 0, fmt.Errorf("published manifest: %w", err)
+		}
+		if !listing.Has(n) {
+			return 0, fmt.Errorf("published %s is of revision %d, which is not installed", m.name, n)
+		}
+		want, err := os.ReadFile(filepath.Join(l.RevisionDir(n), m.name))
+		if err != nil {
+			return 0, err
+		}
+		if !bytes.Equal(data, want) {
+			return 0, fmt.Errorf("published %s differs from revision %d's", m.name, n)
+		}
+		if m.name == l.PodManifestName() {
+			published = n
+		}
+	}
+	mentries, err := os.ReadDir(l.ManifestsDir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return 0, err
+	}
+	for _, e := range mentries {
+		if name := e.Name(); name != l.PodManifestName() && name != l.MonitorManifestName() && !strings.HasPrefix(name, ".") {
+			return 0, fmt.Errorf("non-dotfile %s in the manifests dir: the kubelet would parse it", name)
+		}
+	}
+	return published, nil
+}
+
+func checkRevision(l revisions.Layout, n int, candidates []Files) error {
+	dir := l.RevisionDir(n)
+	got := Files{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		rel = filepath.ToSlash(rel)
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if strings.HasPrefix(rel, installer.SecretsDir+"/") {
+			if fi, err := d.Info(); err != nil || fi.Mode().Perm() != 0o600 {
+				return fmt.Errorf("revision %d: secret %s mode %v, want 0600", n, rel, fi.Mode().Perm())
+			}
+		}
+		got[rel] = data
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("revision %d: %w", n, err)
+	}
+	for _, name := range []string{l.PodManifestName(), l.MonitorManifestName()} {
+		data, ok := got[name]
+		if !ok {
+			return fmt.Errorf("revision %d: %s missing", n, name)
+		}
+		if rev, err := revisions.RevisionLabelOf(data, name); err != nil || rev != n {
+			return fmt.Errorf("revision %d: %s has revision %d: %v", n, name, rev, err)
+		}
+		delete(got, name)
+	}
+	if len(candidates) == 0 {
+		return nil
+	}
+	for _, c := range candidates {
+		if equal(got, c) {
+			return nil
+		}
+	}
+	return fmt.Errorf("revision %d: configuration files %v match none of the sources", n, keys(got))
+}
+
+func equal(a, b Files) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || !bytes.Equal(v, w) {
+			return false
+		}
+	}
+	return true
+}
+
+func keys(f Files) []string {
+	out := make([]string, 0, len(f))
+	for k := range f {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
