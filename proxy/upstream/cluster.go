@@ -181,3 +181,6 @@ func clientIP(r *http.Request) string {
 	}
 	return host
 }
+
+// Canary returns the compiled canary, nil when the cluster has none.
+func (c *Cluster) Canary() *Canary { return c.canary }

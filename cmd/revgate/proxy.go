@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/revgate/revgate/proxy/config"
+	"github.com/revgate/revgate/proxy/model"
+	"github.com/revgate/revgate/proxy/server"
+	"github.com/revgate/revgate/proxy/upstream"
+)
+
+// Defaults of `revgate proxy` beyond those of proxy/server.
+const (
+	defaultTerminationLog = "/var/log/revgate/termination.log"
+	// defaultGCPercent trades memory for CPU: a proxy allocates per request
+	// and its live heap is small, so collecting less often is cheap.
+	defaultGCPercent = 400
+)
+
+// proxyOptions are the flags of `revgate proxy`.
+type proxyOptions struct {
+	config         config.Options
+	server         server.Options
+	terminationLog string
+	gcPercent      int
+	logLevel       string
+}
+
+func (o *proxyOptions) addFlags(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	o.config.AddFlags(fs)
+	fs.IntVar(&o.config.Revision, "revision", 0, "revision being served, stamped into the termination log, admin headers and metrics")
+	fs.StringVar(&o.server.HTTPAddr, "http-addr", server.DefaultHTTPAddr, "plain HTTP listener address (empty disables)")
+	fs.StringVar(&o.server.HTTPSAddr, "https-addr", server.DefaultHTTPSAddr, "HTTPS listener address; certificates by SNI, handshakes without a matching certificate fail (empty disables)")
+	fs.StringVar(&o.server.AdminAddr, "admin-addr", server.DefaultAdminAddr, "admin listener address for /healthz, /readyz, /metrics and /debug (empty disables)")
+	fs.StringVar(&o.terminationLog, "termination-log", defaultTerminationLog, "file the start and failure-exit records are appended to (empty disables)")
+	fs.DurationVar(&o.server.DrainTimeout, "drain-timeout", server.DefaultDrainTimeout, "how long in-flight requests may finish after SIGTERM")
+	fs.DurationVar(&o.server.ShutdownDelay, "shutdown-delay", server.DefaultShutdownDelay, "how long to keep serving, not ready, after SIGTERM before closing listeners (negative: none)")
+	fs.DurationVar(&o.server.ReadHeaderTimeout, "read-header-timeout", server.DefaultReadHeaderTimeout, "limit for reading a request's headers")
+	fs.DurationVar(&o.server.IdleTimeout, "idle-timeout", server.DefaultIdleTimeout, "idle client keep-alive connections are closed after this")
+	fs.IntVar(&o.server.MaxHeaderBytes, "max-header-bytes", server.DefaultMaxHeaderBytes, "largest request header block accepted (431 beyond)")
+	fs.DurationVar(&o.server.Transport.DialTimeout, "upstream-dial-timeout", 5*time.Second, "limit for connecting to an upstream endpoint (502 beyond)")
+	fs.DurationVar(&o.server.Transport.ResponseHeaderTimeout, "upstream-response-header-timeout", 60*time.Second, "limit for an upstream's response headers (504 beyond)")
+	fs.IntVar(&o.server.Transport.MaxIdleConnsPerHost, "upstream-max-idle-conns", 256, "idle keep-alive connections kept per upstream endpoint")
+	fs.IntVar(&o.gcPercent, "gc-percent", defaultGCPercent, "Go garbage collector target percentage (GOGC); GOMEMLIMIT still applies")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+}
+
+func (o *proxyOptions) validate() error {
+	var errs []error
+	if err := o.config.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.server.HTTPAddr == "" && o.server.HTTPSAddr == "" {
+		errs = append(errs, errors.New("no listener: --http-addr and --https-addr are both empty"))
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(o.logLevel)); err != nil {
+		errs = append(errs, fmt.Errorf("invalid --log-level %q", o.logLevel))
+	}
+	return errors.Join(errs...)
+}
+
+// run serves until ctx is done (SIGTERM); see server.Process.
+func (o *proxyOptions) run(ctx context.Context) error {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(o.logLevel))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})).With("revision", o.config.Revision)
+	slog.SetDefault(log)
+	debug.SetGCPercent(o.gcPercent)
+	so := o.server
+	so.Notifier = server.SystemdNotifier{Logger: log}
+	so.WatchdogInterval = server.SystemdWatchdogInterval()
+	return server.Process{
+		TerminationLog: o.terminationLog,
+		Revision:       o.config.Revision,
+		Load: func() (*model.Snapshot, error) {
+			// Bad flags are a failure exit too, recorded after the start record.
+			if err := o.validate(); err != nil {
+				return nil, err
+			}
+			return config.Build(o.config)
+		},
+		Server: so,
+		Logger: log,
+	}.Run(ctx)
+}
+
+func init() {
+	o := &proxyOptions{server: server.Options{Transport: upstream.TransportOptions{}}}
+	cmd := &cobra.Command{
+		Use:   "proxy",
+		Short: "Serve the gateway configuration of a revision",
+		Long: `Serve the gateway: load the configuration folders (--config-dir), translate
+them with object-level fallback, and proxy HTTP and HTTPS traffic by the
+Ingress and IngressRoute rules. Admin endpoints (/healthz, /livez, /readyz,
+/metrics, /debug/config/...) listen on --admin-addr. A start record is
+appended to --termination-log first; a failure exit appends an exit record.
+SIGTERM drains in-flight requests.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd.Context())
+		},
+	}
+	o.addFlags(cmd)
+	rootCmd.AddCommand(cmd)
+}
