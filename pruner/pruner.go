@@ -105,18 +105,29 @@ func (p *Pruner) Run(ctx context.Context) (*Result, error) {
 		}
 		log.Info("removed revision", "revision", n)
 	}
-	if p.DryRun || len(res.Removed) == 0 {
+	if p.DryRun {
 		return res, nil
 	}
+	// Forget every revision that is no longer on disk, including those a
+	// prune that died after removing them could not forget.
 	removed := map[int]bool{}
 	for _, n := range res.Removed {
 		removed[n] = true
 	}
-	err = revisions.UpdateState(f, l.StateFile(), func(s *revisions.State) error {
-		s.Forget(func(n int) bool { return !removed[n] })
-		return nil
-	})
+	onDisk := func(n int) bool { return listing.Has(n) && !removed[n] }
+	state, err := revisions.LoadState(f, l.StateFile())
 	if err != nil {
+		return nil, err
+	}
+	stale := false
+	for n := range state.Revisions {
+		stale = stale || !onDisk(n)
+	}
+	if !stale {
+		return res, nil
+	}
+	state.Forget(onDisk)
+	if err := revisions.SaveState(f, l.StateFile(), state); err != nil {
 		return nil, fmt.Errorf("forget removed revisions: %w", err)
 	}
 	return res, nil
