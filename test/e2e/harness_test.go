@@ -1,0 +1,871 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/revgate/revgate/demo"
+	"github.com/revgate/revgate/internal/tcpmigrate"
+	"github.com/revgate/revgate/revisions"
+)
+
+// revgateBin is the binary under test, built once by TestMain.
+var revgateBin string
+
+// Timings of the suite: short enough for the whole suite to take a few
+// minutes, long enough for a loaded machine. The waits are generous; nothing
+// asserts on how fast something happened.
+const (
+	fallbackTimeout = 12 * time.Second
+	probeInterval   = 200 * time.Millisecond
+	retryInitial    = 4 * time.Second
+	retryMax        = 8 * time.Second
+	// waitLong bounds any wait for a decision of the monitor (a fallback
+	// after fallbackTimeout, a retry after retryInitial, ...).
+	waitLong = 90 * time.Second
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	// The scenarios mostly wait on processes: run more of them at once
+	// than there are CPUs, unless -parallel says otherwise.
+	if f := flag.Lookup("test.parallel"); f != nil && !flagSet("test.parallel") {
+		_ = f.Value.Set("8")
+	}
+	if testing.Short() {
+		fmt.Println("e2e: skipped in -short mode")
+		os.Exit(0)
+	}
+	code, err := setup(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(2)
+	}
+	os.Exit(code)
+}
+
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+func setup(m *testing.M) (int, error) {
+	dir, err := os.MkdirTemp("", "revgate-e2e-bin-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	revgateBin = filepath.Join(dir, "revgate")
+	build := exec.Command("go", "build", "-o", revgateBin, "./cmd/revgate")
+	build.Dir = filepath.Join("..", "..")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return 0, fmt.Errorf("build revgate: %w", err)
+	}
+	// Zero-failure rollouts need the connections queued on a replaced
+	// proxy's SO_REUSEPORT listeners to move to its successor.
+	if changed, err := tcpmigrate.Enable(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: net.ipv4.tcp_migrate_req not set:", err)
+	} else if changed {
+		fmt.Fprintln(os.Stderr, "e2e: set net.ipv4.tcp_migrate_req=1")
+	}
+	return m.Run(), nil
+}
+
+// freeAddr returns a loopback address with a port free at the time of the
+// call.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// upstream is a real HTTP server started by the test; its responses name it.
+type upstream struct {
+	name, addr string
+	mu         sync.Mutex
+	cancel     context.CancelFunc
+	done       chan struct{}
+}
+
+// startUpstream serves demo.Handler(name) on a fresh port.
+func startUpstream(t *testing.T, name string) *upstream {
+	t.Helper()
+	u := &upstream{name: name, addr: freeAddr(t)}
+	u.start(t)
+	t.Cleanup(u.stop)
+	return u
+}
+
+// downUpstream reserves an address with nothing listening yet; start it later.
+func downUpstream(t *testing.T, name string) *upstream {
+	u := &upstream{name: name, addr: freeAddr(t)}
+	t.Cleanup(u.stop)
+	return u
+}
+
+func (u *upstream) start(t *testing.T) {
+	t.Helper()
+	var ln net.Listener
+	var err error
+	for i := 0; i < 50; i++ { // the port may linger briefly after a stop
+		if ln, err = net.Listen("tcp", u.addr); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("start upstream %s: %v", u.name, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = demo.ServeListener(ctx, ln, u.name, nil); close(done) }()
+	u.mu.Lock()
+	u.cancel, u.done = cancel, done
+	u.mu.Unlock()
+}
+
+func (u *upstream) stop() {
+	u.mu.Lock()
+	cancel, done := u.cancel, u.done
+	u.cancel, u.done = nil, nil
+	u.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// source describes a gateway configuration: every request goes to the
+// Service "web", backed by one EndpointSlice per upstream address.
+type source struct {
+	upstreams []string
+	// healthCheck routes through an IngressRoute for gatewayHost with an
+	// active health check on /healthz, so that the readyz dependency check
+	// sees dead upstreams; otherwise an Ingress matching every host routes.
+	healthCheck bool
+	// extra YAML documents are appended.
+	extra []string
+}
+
+// write writes the configuration as a source folder and returns it.
+func (s source) write(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "source")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	b.WriteString(`apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata:
+  name: revgate
+spec:
+  controller: revgate.io/ingress-controller
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: web
+  namespace: default
+spec:
+  ports:
+  - name: http
+    port: 80
+`)
+	if s.healthCheck {
+		fmt.Fprintf(&b, `---
+apiVersion: contour.heptio.com/v1beta1
+kind: IngressRoute
+metadata:
+  name: web
+  namespace: default
+spec:
+  virtualhost:
+    fqdn: %s
+  routes:
+  - match: /
+    services:
+    - name: web
+      port: 80
+      healthCheck:
+        path: /healthz
+        intervalSeconds: 1
+        timeoutSeconds: 1
+        unhealthyThresholdCount: 1
+        healthyThresholdCount: 1
+`, gatewayHost)
+	} else {
+		b.WriteString(`---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: web
+  namespace: default
+spec:
+  ingressClassName: revgate
+  rules:
+  - http:
+      paths:
+      - path: /
+        pathType: Prefix
+        backend:
+          service:
+            name: web
+            port:
+              number: 80
+`)
+	}
+	for i, addr := range s.upstreams {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, `---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: web-%d
+  namespace: default
+  labels:
+    kubernetes.io/service-name: web
+addressType: IPv4
+ports:
+- name: http
+  port: %s
+endpoints:
+- addresses: ["%s"]
+`, i, port, host)
+	}
+	for _, doc := range s.extra {
+		b.WriteString("---\n" + doc)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "gateway.yaml"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// brokenIngress is an Ingress whose Service does not exist: a broken object
+// that --fallback=exclude drops and --fallback=off refuses to serve around.
+const brokenIngress = `apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: broken
+  namespace: default
+spec:
+  ingressClassName: revgate
+  rules:
+  - host: broken.example
+    http:
+      paths:
+      - path: /
+        pathType: Prefix
+        backend:
+          service:
+            name: no-such-service
+            port:
+              number: 80
+`
+
+// env is one scenario's world: a root folder, its own ports and a running
+// `revgate supervise`.
+type env struct {
+	t                              *testing.T
+	root                           string
+	layout                         revisions.Layout
+	httpAddr, httpsAddr, adminAddr string
+	superviseArgs                  []string
+
+	mu      sync.Mutex
+	sup     *exec.Cmd
+	supDone chan struct{}
+	logFile *os.File
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	root := t.TempDir()
+	e := &env{
+		t:    t,
+		root: root,
+		layout: revisions.Layout{
+			Target:         "revgate",
+			ResourceDir:    filepath.Join(root, "resources"),
+			ManifestsDir:   filepath.Join(root, "manifests"),
+			LockFile:       filepath.Join(root, "revgate.lock"),
+			TerminationLog: filepath.Join(root, "log", "termination.log"),
+		},
+		httpAddr:  freeAddr(t),
+		httpsAddr: freeAddr(t),
+		adminAddr: freeAddr(t),
+		superviseArgs: []string{
+			"--relist-period=1s",
+			"--remove-delay=500ms",
+			"--backoff-initial=300ms",
+			"--backoff-max=2s",
+		},
+	}
+	for _, d := range []string{e.layout.ResourceDir, e.layout.ManifestsDir, filepath.Dir(e.layout.TerminationLog)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(root, "log", "supervise.log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.logFile = f
+	t.Cleanup(func() {
+		e.stopSupervise(syscall.SIGTERM)
+		if t.Failed() {
+			e.dump()
+		}
+		f.Close()
+	})
+	return e
+}
+
+// dump logs what a failed scenario left behind.
+func (e *env) dump() {
+	t := e.t
+	if data, err := os.ReadFile(e.layout.StateFile()); err == nil {
+		t.Logf("state file:\n%s", data)
+	}
+	if data, err := os.ReadFile(e.layout.PublishedPodManifest()); err == nil {
+		t.Logf("published operand manifest:\n%s", data)
+	}
+	if data, err := os.ReadFile(e.layout.TerminationLog); err == nil {
+		t.Logf("termination log:\n%s", data)
+	}
+	if data, err := os.ReadFile(e.logFile.Name()); err == nil {
+		if len(data) > 12000 {
+			data = data[len(data)-12000:]
+		}
+		t.Logf("supervise log (tail):\n%s", data)
+	}
+}
+
+// startSupervise runs `revgate supervise` on the manifests dir.
+func (e *env) startSupervise() {
+	e.t.Helper()
+	args := append([]string{"supervise", "--manifests-dir=" + e.layout.ManifestsDir}, e.superviseArgs...)
+	cmd := exec.Command(revgateBin, args...)
+	cmd.Stdout, cmd.Stderr = e.logFile, e.logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		e.t.Fatalf("start supervise: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	e.mu.Lock()
+	e.sup, e.supDone = cmd, done
+	e.mu.Unlock()
+}
+
+// stopSupervise signals the supervisor and waits for it; SIGKILL simulates
+// a crash (its children get SIGTERM through their parent-death signal).
+func (e *env) stopSupervise(sig syscall.Signal) {
+	e.mu.Lock()
+	cmd, done := e.sup, e.supDone
+	e.sup, e.supDone = nil, nil
+	e.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		e.t.Errorf("supervise did not stop within 60s of %s", sig)
+	}
+	// Anything it ran must be gone with it: a leftover proxy would serve on
+	// the next scenario's ports or hold this one's.
+	waitNoListener(e.t, e.adminAddr, 40*time.Second)
+}
+
+func waitNoListener(t *testing.T, addr string, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err != nil {
+			return
+		}
+		c.Close()
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Errorf("something still listens on %s after supervise stopped", addr)
+}
+
+// installArgs are the layout, port and timing flags of every install.
+func (e *env) installArgs() []string {
+	admin := "http://" + e.adminAddr
+	return []string{
+		"--target=" + e.layout.Target,
+		"--resource-dir=" + e.layout.ResourceDir,
+		"--manifests-dir=" + e.layout.ManifestsDir,
+		"--lock-file=" + e.layout.LockFile,
+		"--termination-log=" + e.layout.TerminationLog,
+		"--binary=" + revgateBin,
+		"--proxy-arg=--http-addr=" + e.httpAddr,
+		"--proxy-arg=--https-addr=" + e.httpsAddr,
+		"--proxy-arg=--admin-addr=" + e.adminAddr,
+		"--monitor-arg=--healthz-url=" + admin + "/healthz",
+		"--monitor-arg=--readyz-url=" + admin + "/readyz",
+		"--monitor-arg=--fallback-timeout=" + fallbackTimeout.String(),
+		"--monitor-arg=--probe-interval=" + probeInterval.String(),
+		"--monitor-arg=--retry-initial=" + retryInitial.String(),
+		"--monitor-arg=--retry-max=" + retryMax.String(),
+	}
+}
+
+// revgate runs the binary and returns its combined output.
+func revgate(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, revgateBin, args...).CombinedOutput()
+	return string(out), err
+}
+
+// installSpec says how to install one revision.
+type installSpec struct {
+	source string
+	// extra are further install flags (--proxy-arg=...).
+	extra []string
+	// mutate changes the revision folder after it is written and before it
+	// is published: the way to roll out what the installer would refuse.
+	mutate func(t *testing.T, revDir string)
+}
+
+// install installs a revision and publishes it; it returns the revision
+// and the time its operand manifest was published.
+//
+// The installer renders the readiness probe against the admin port, so when
+// the rendered probe does not point at this scenario's admin address, or
+// when the spec mutates the revision, the revision is installed with
+// --no-publish, fixed up, and published here exactly as the installer does
+// (monitor manifest first, then the operand manifest, remove-then-write).
+func (e *env) install(s installSpec) (int, time.Time) {
+	t := e.t
+	t.Helper()
+	args := append([]string{"install", "--source-dir=" + s.source}, e.installArgs()...)
+	args = append(args, s.extra...)
+	if s.mutate == nil && installerRendersAdminPort() {
+		out, err := revgate(t, args...)
+		if err != nil {
+			t.Fatalf("install: %v\n%s", err, out)
+		}
+		rev := parseInstalled(t, out)
+		return rev, fileTime(t, e.layout.PublishedPodManifest())
+	}
+	out, err := revgate(t, append(args, "--no-publish")...)
+	if err != nil {
+		t.Fatalf("install --no-publish: %v\n%s", err, out)
+	}
+	rev := parseInstalled(t, out)
+	e.pointProbesAtAdmin(rev)
+	if s.mutate != nil {
+		s.mutate(t, e.layout.RevisionDir(rev))
+	}
+	e.publish(rev)
+	return rev, time.Now()
+}
+
+var installedRE = "revision %d"
+
+func parseInstalled(t *testing.T, out string) int {
+	t.Helper()
+	for _, line := range strings.Split(out, "\n") {
+		var n int
+		if _, err := fmt.Sscanf(strings.TrimSpace(line), installedRE, &n); err == nil && n > 0 {
+			return n
+		}
+	}
+	t.Fatalf("no revision in install output:\n%s", out)
+	return 0
+}
+
+func fileTime(t *testing.T, path string) time.Time {
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("stat %s: %v", path, err)
+	}
+	return fi.ModTime()
+}
+
+// installerRendersAdminPort reports whether the installer takes the
+// readiness probe's port from --proxy-arg=--admin-addr. Decided once by
+// rendering a revision into a scratch root.
+var installerRendersAdminPort = sync.OnceValue(func() bool {
+	dir, err := os.MkdirTemp("", "revgate-e2e-probe-")
+	if err != nil {
+		return false
+	}
+	defer os.RemoveAll(dir)
+	src := filepath.Join(dir, "src")
+	_ = os.MkdirAll(src, 0o755)
+	_ = os.WriteFile(filepath.Join(src, "empty.yaml"), []byte("apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata:\n  name: revgate\nspec:\n  controller: revgate.io/ingress-controller\n"), 0o644)
+	l := revisions.Layout{Target: "revgate", ResourceDir: filepath.Join(dir, "res"), ManifestsDir: filepath.Join(dir, "man")}
+	out, err := exec.Command(revgateBin, "install", "--source-dir="+src, "--resource-dir="+l.ResourceDir,
+		"--manifests-dir="+l.ManifestsDir, "--lock-file="+filepath.Join(dir, "lock"),
+		"--termination-log="+filepath.Join(dir, "term.log"), "--no-publish",
+		"--proxy-arg=--admin-addr=127.0.0.1:1234").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: probing the installer failed: %v\n%s", err, out)
+		return false
+	}
+	pod, err := readPod(l.RevisionPodManifest(1))
+	if err != nil || len(pod.Spec.Containers) == 0 || pod.Spec.Containers[0].ReadinessProbe == nil ||
+		pod.Spec.Containers[0].ReadinessProbe.HTTPGet == nil {
+		return false
+	}
+	ok := pod.Spec.Containers[0].ReadinessProbe.HTTPGet.Port.IntValue() == 1234
+	if !ok {
+		fmt.Fprintln(os.Stderr, "e2e: the installer renders the readiness probe on a fixed port despite --admin-addr; publishing revisions after fixing the probe")
+	}
+	return ok
+})
+
+func readPod(path string) (*corev1.Pod, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var pod corev1.Pod
+	if err := yaml.Unmarshal(data, &pod); err != nil {
+		return nil, fmt.Errorf("parse %s: %w", path, err)
+	}
+	return &pod, nil
+}
+
+func writePod(t *testing.T, path string, pod *corev1.Pod) {
+	t.Helper()
+	data, err := yaml.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pointProbesAtAdmin sets the probes of revision rev's operand to this
+// scenario's admin port.
+func (e *env) pointProbesAtAdmin(rev int) {
+	t := e.t
+	t.Helper()
+	path := e.layout.RevisionPodManifest(rev)
+	pod, err := readPod(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(e.adminAddr)
+	p, _ := strconv.Atoi(port)
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		for _, pr := range []*corev1.Probe{c.ReadinessProbe, c.LivenessProbe, c.StartupProbe} {
+			if pr != nil && pr.HTTPGet != nil {
+				pr.HTTPGet.Port = intstr.FromInt(p)
+			}
+		}
+	}
+	writePod(t, path, pod)
+}
+
+// publish copies revision rev's manifests into the manifests dir, monitor
+// first, each removed and then written, as the installer does.
+func (e *env) publish(rev int) {
+	t := e.t
+	t.Helper()
+	fs := revisions.OS()
+	for _, p := range [][2]string{
+		{e.layout.RevisionMonitorManifest(rev), e.layout.PublishedMonitorManifest()},
+		{e.layout.RevisionPodManifest(rev), e.layout.PublishedPodManifest()},
+	} {
+		data, err := os.ReadFile(p[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fs.Publish(p[1], data); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// appendConfig appends a YAML document to the revision's configuration,
+// behind the installer's validation.
+func appendConfig(doc string) func(t *testing.T, revDir string) {
+	return func(t *testing.T, revDir string) {
+		path := filepath.Join(revDir, "configmaps", "config", "gateway.yaml")
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatalf("append to the revision's configuration: %v", err)
+		}
+		defer f.Close()
+		if _, err := f.WriteString("---\n" + doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// mutatePod edits the operand manifest of a revision folder.
+func mutatePod(f func(pod *corev1.Pod)) func(t *testing.T, revDir string) {
+	return func(t *testing.T, revDir string) {
+		path := filepath.Join(revDir, "revgate-pod.yaml")
+		pod, err := readPod(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f(pod)
+		writePod(t, path, pod)
+	}
+}
+
+// response is what one request to the gateway returned.
+type response struct {
+	status   int
+	body     string
+	revision string // the admin's revision header
+	err      error
+}
+
+var httpClient = &http.Client{
+	Timeout:   3 * time.Second,
+	Transport: &http.Transport{DisableKeepAlives: true},
+}
+
+// gatewayHost is the Host of every request to the gateway; the IngressRoute
+// variant of the configuration serves it as its fqdn.
+const gatewayHost = "e2e.example"
+
+func get(url string) response {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return response{err: err}
+	}
+	req.Host = gatewayHost
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return response{err: err}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return response{status: resp.StatusCode, body: string(body), revision: resp.Header.Get(revisions.HeaderRevision), err: err}
+}
+
+// serving reports whether the gateway answers a route from upstream name
+// and the admin endpoint is ready from revision rev.
+func (e *env) serving(rev int, name string) (bool, string) {
+	r := get("http://" + e.httpAddr + "/hello")
+	if r.err != nil || r.status != http.StatusOK || !strings.HasPrefix(r.body, name+" ") {
+		return false, fmt.Sprintf("GET /hello: %d %q %v", r.status, r.body, r.err)
+	}
+	a := get("http://" + e.adminAddr + "/readyz")
+	if a.err != nil || a.status != http.StatusOK || a.revision != strconv.Itoa(rev) {
+		return false, fmt.Sprintf("GET /readyz: %d revision %q %v", a.status, a.revision, a.err)
+	}
+	return true, ""
+}
+
+// waitFor polls cond until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	waitStable(t, d, what, 1, cond)
+}
+
+// waitStable polls cond until it holds n times in a row or d passes: during
+// a make-before-break replacement two processes answer on the same ports,
+// so one good answer proves little.
+func waitStable(t *testing.T, d time.Duration, what string, n int, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var last string
+	streak := 0
+	for {
+		ok, detail := cond()
+		if ok {
+			streak++
+			if streak >= n {
+				return
+			}
+		} else {
+			streak = 0
+		}
+		if detail != "" {
+			last = detail
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s; last: %s", d, what, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// lkg returns the last-known-good revision, 0 when there is none.
+func (e *env) lkg() int {
+	n, err := e.layout.LastKnownGood(revisions.OS())
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+func (e *env) state() *revisions.State {
+	s, err := revisions.LoadState(revisions.OS(), e.layout.StateFile())
+	if err != nil {
+		e.t.Fatalf("load state: %v", err)
+	}
+	return s
+}
+
+// published returns the published operand manifest's revision and
+// annotations (0 and nil when it cannot be read).
+func (e *env) published() (int, map[string]string) {
+	pod, err := readPod(e.layout.PublishedPodManifest())
+	if err != nil {
+		return 0, nil
+	}
+	n, _ := strconv.Atoi(pod.Labels[revisions.RevisionLabel])
+	return n, pod.Annotations
+}
+
+// waitGood waits until revision rev is last-known-good, its monitor is gone
+// and the gateway serves it from upstream name.
+func (e *env) waitGood(rev int, name string) {
+	e.t.Helper()
+	waitStable(e.t, waitLong, fmt.Sprintf("revision %d good and serving %s", rev, name), 5, func() (bool, string) {
+		if n := e.lkg(); n != rev {
+			return false, fmt.Sprintf("last-known-good is %d", n)
+		}
+		if _, err := os.Stat(e.layout.PublishedMonitorManifest()); err == nil {
+			return false, "monitor manifest still published"
+		}
+		return e.serving(rev, name)
+	})
+}
+
+// waitFallback waits until the published operand manifest is revision to,
+// annotated as a fallback from revision from with reason, and the gateway
+// serves revision to from upstream name.
+func (e *env) waitFallback(from, to int, reason, name string) map[string]string {
+	e.t.Helper()
+	var ann map[string]string
+	waitStable(e.t, waitLong, fmt.Sprintf("fallback from %d to %d with %s", from, to, reason), 5, func() (bool, string) {
+		n, a := e.published()
+		if n != to || a[revisions.AnnotationFallbackForRevision] != strconv.Itoa(from) {
+			return false, fmt.Sprintf("published revision %d, fallback-for %q reason %q", n, a[revisions.AnnotationFallbackForRevision], a[revisions.AnnotationFallbackReason])
+		}
+		ann = a
+		return e.serving(to, name)
+	})
+	if got := ann[revisions.AnnotationFallbackReason]; got != reason {
+		e.t.Fatalf("fallback reason %q, want %q (message %q)", got, reason, ann[revisions.AnnotationFallbackMessage])
+	}
+	if ann[revisions.AnnotationFallbackMessage] == "" {
+		e.t.Errorf("fallback has no %s annotation", revisions.AnnotationFallbackMessage)
+	}
+	return ann
+}
+
+// logRecovery logs the time from publishing a bad revision to the
+// last-known-good one serving again, in the format the reports collect.
+func logRecovery(t *testing.T, scenario string, since time.Time) {
+	t.Logf("recovery-time scenario=%s seconds=%.1f", scenario, time.Since(since).Seconds())
+}
+
+// startGood brings up supervise and a good revision 1 served by a fresh
+// upstream named "v1"; it returns that upstream.
+func (e *env) startGood() *upstream {
+	e.t.Helper()
+	up := startUpstream(e.t, "v1")
+	e.startSupervise()
+	rev, _ := e.install(installSpec{source: source{upstreams: []string{up.addr}}.write(e.t)})
+	if rev != 1 {
+		e.t.Fatalf("first install is revision %d", rev)
+	}
+	e.waitGood(1, "v1")
+	return up
+}
+
+// loadResult counts what a steady client saw.
+type loadResult struct {
+	total, failed int
+	firstErrors   []string
+	bodies        map[string]int
+}
+
+// load hammers the gateway from a few goroutines until stop is closed.
+func (e *env) load(workers int, stop <-chan struct{}) <-chan loadResult {
+	out := make(chan loadResult, 1)
+	var mu sync.Mutex
+	res := loadResult{bodies: map[string]int{}}
+	var wg sync.WaitGroup
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				req, _ := http.NewRequest(http.MethodGet, "http://"+e.httpAddr+"/load", nil)
+				req.Host = gatewayHost
+				resp, err := client.Do(req)
+				var body []byte
+				if err == nil {
+					body, err = io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if err == nil && resp.StatusCode != http.StatusOK {
+						err = fmt.Errorf("status %d: %s", resp.StatusCode, bytes.TrimSpace(body))
+					}
+				}
+				mu.Lock()
+				res.total++
+				if err != nil {
+					res.failed++
+					if len(res.firstErrors) < 5 {
+						res.firstErrors = append(res.firstErrors, fmt.Sprintf("%s: %v", time.Now().Format("15:04:05.000"), err))
+					}
+				} else if f := strings.Fields(string(body)); len(f) > 0 {
+					res.bodies[f[0]]++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	go func() {
+		wg.Wait()
+		client.CloseIdleConnections()
+		out <- res
+	}()
+	return out
+}

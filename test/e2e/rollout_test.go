@@ -1,0 +1,80 @@
+package e2e
+
+import (
+	"testing"
+	"time"
+
+	"github.com/revgate/revgate/revisions"
+)
+
+// loadWorkers is how many clients hammer the gateway during a rollout.
+const loadWorkers = 4
+
+// checkLoad fails the test on any failed request and logs the counts.
+func checkLoad(t *testing.T, scenario string, res loadResult) {
+	t.Helper()
+	t.Logf("load scenario=%s requests=%d failed=%d bodies=%v", scenario, res.total, res.failed, res.bodies)
+	if res.total == 0 {
+		t.Fatal("the load client sent no request")
+	}
+	if res.failed > 0 {
+		t.Errorf("%d of %d requests failed during the rollout; first: %v", res.failed, res.total, res.firstErrors)
+	}
+}
+
+// TestGoodRolloutUnderLoad: replacing revision 1 by a good revision 2 while
+// clients send requests fails none of them.
+func TestGoodRolloutUnderLoad(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.startGood()
+	v2 := startUpstream(t, "v2")
+	stop := make(chan struct{})
+	results := e.load(loadWorkers, stop)
+	time.Sleep(time.Second)
+	rev, _ := e.install(installSpec{source: source{upstreams: []string{v2.addr}}.write(t)})
+	e.waitGood(rev, "v2")
+	time.Sleep(time.Second)
+	close(stop)
+	res := <-results
+	checkLoad(t, "good-rollout", res)
+	if res.bodies["v1"] == 0 || res.bodies["v2"] == 0 {
+		t.Errorf("answers by upstream %v: want both revisions to have served", res.bodies)
+	}
+}
+
+// TestBadRolloutUnderLoad: a revision that crash-loops or never becomes
+// ready is rolled out and rolled back while clients send requests; none
+// fails and only the old revision answers.
+func TestBadRolloutUnderLoad(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		reason string
+		extra  []string
+		mutate func(t *testing.T, revDir string)
+	}{
+		{"crashloop", revisions.ReasonCrashLooping, []string{"--proxy-arg=--config-dir=/nonexistent"}, nil},
+		{"not-ready", revisions.ReasonNotReady, []string{"--proxy-arg=--fallback=off"}, appendConfig(brokenIngress)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.startGood()
+			v2 := startUpstream(t, "v2")
+			stop := make(chan struct{})
+			results := e.load(loadWorkers, stop)
+			time.Sleep(time.Second)
+			rev, published := e.install(installSpec{source: source{upstreams: []string{v2.addr}}.write(t), extra: tc.extra, mutate: tc.mutate})
+			e.waitFallback(rev, 1, tc.reason, "v1")
+			logRecovery(t, "bad-rollout-under-load-"+tc.name, published)
+			time.Sleep(time.Second)
+			close(stop)
+			res := <-results
+			checkLoad(t, "bad-rollout-"+tc.name, res)
+			if res.bodies["v2"] > 0 {
+				t.Errorf("the bad revision answered %d requests; want only the old one to serve", res.bodies["v2"])
+			}
+		})
+	}
+}
