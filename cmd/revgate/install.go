@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/revgate/revgate/installer"
+	"github.com/revgate/revgate/internal/logging"
 	"github.com/revgate/revgate/proxy/config"
 	"github.com/revgate/revgate/proxy/model"
 	"github.com/revgate/revgate/revisions"
@@ -137,6 +139,7 @@ func (o *installOptions) source() (installer.Source, error) {
 		return nil, fmt.Errorf("create kubernetes client: %w", err)
 	}
 	return &installer.KubeSource{
+		Logger:             logging.New(nil, slog.LevelInfo),
 		Client:             client,
 		Namespace:          o.namespace,
 		ConfigMaps:         o.configMaps,
@@ -191,6 +194,7 @@ func (o *installOptions) run(ctx context.Context, w io.Writer) error {
 		Revision:    o.revision,
 		LockTimeout: o.lockTimeout,
 		NoPublish:   o.noPublish,
+		Logger:      logging.New(nil, slog.LevelInfo),
 	}
 	if d, err := time.ParseDuration(os.Getenv(stepDelayEnv)); err == nil && d > 0 {
 		in.AfterStep = func(string) { time.Sleep(d) }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/revgate/revgate/internal/logging"
 	"github.com/revgate/revgate/pruner"
 	"github.com/revgate/revgate/revisions"
 )
@@ -46,7 +48,7 @@ func (o *pruneOptions) validate() error {
 }
 
 func (o *pruneOptions) run(ctx context.Context, w io.Writer) error {
-	p := &pruner.Pruner{Layout: o.layout, Keep: o.keep, DryRun: o.dryRun, LockTimeout: o.lockTimeout}
+	p := &pruner.Pruner{Layout: o.layout, Keep: o.keep, DryRun: o.dryRun, LockTimeout: o.lockTimeout, Logger: logging.New(nil, slog.LevelInfo)}
 	res, err := p.Run(ctx)
 	if err != nil {
 		return err
