@@ -1,0 +1,3 @@
+module github.com/revgate/revgate/hack/node/tools
+
+go 1.26
