@@ -479,6 +479,7 @@ func (m *Monitor) fail(ctx context.Context, reason, message string) (bool, error
 	n := m.opts.Revision
 	now := m.opts.Clock.Now()
 	var retryAt *time.Time
+	recorded := false
 	ran, err := m.underRevision(ctx, func() error {
 		lst, err := m.opts.Layout.List(m.fs)
 		if err != nil {
@@ -511,7 +512,12 @@ func (m *Monitor) fail(ctx context.Context, reason, message string) (bool, error
 		if err != nil {
 			return fmt.Errorf("record failure of revision %d: %w", n, err)
 		}
-		m.log.Warn("revision failed; falling back", "reason", reason, "message", message, "fallback_to", to, "next_retry", retryAt)
+		recorded = true
+		args := []any{"reason", reason, "message", message, "fallback_to", to}
+		if retryAt != nil {
+			args = append(args, "next_retry", *retryAt)
+		}
+		m.log.Warn("revision failed; falling back", args...)
 		if err := m.publishFallback(ctx, true); err != nil {
 			return err
 		}
@@ -522,21 +528,21 @@ func (m *Monitor) fail(ctx context.Context, reason, message string) (bool, error
 	})
 	switch {
 	case !ran && err == nil:
-		m.seenAt, m.streak = time.Time{}, 0
+		m.seenAt, m.streak = time.Time{}, 0 // the published manifest changed
 		return false, nil
+	case !recorded:
+		return false, err
 	case retryAt != nil:
 		// Recorded: from now on the state file drives this monitor, even
 		// when publishing the fallback failed and is tried again.
 		m.phase, m.nextRetry = phaseRetryPending, *retryAt
 		return false, err
-	case ran:
-		m.phase = phaseFailedFinal
-		if err != nil {
-			return false, err
-		}
-		return m.finishFailed(ctx)
 	}
-	return false, err
+	m.phase = phaseFailedFinal
+	if err != nil {
+		return false, err
+	}
+	return m.finishFailed(ctx)
 }
 
 // finishFailed completes a failure that is not retried: the fallback is in
