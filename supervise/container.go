@@ -168,11 +168,11 @@ func (c *containerRunner) runOnce(ctx context.Context) (int, time.Duration, erro
 	c.set(func() { c.state, c.pid = StateRunning, p.pid })
 
 	pctx, stopProbe := context.WithCancel(ctx)
-	probeDone := make(chan struct{})
-	go func() {
-		defer close(probeDone)
-		c.probeLoop(pctx, p, spec.env)
-	}()
+	var probes sync.WaitGroup
+	probes.Go(func() { c.probeLoop(pctx, p, spec.env) })
+	if c.spec.LivenessProbe != nil {
+		probes.Go(func() { c.livenessLoop(pctx, p, spec.env) })
+	}
 	stopped := false
 	select {
 	case <-p.done:
@@ -182,7 +182,7 @@ func (c *containerRunner) runOnce(ctx context.Context) (int, time.Duration, erro
 		p.terminate(clock, c.grace, c.log)
 	}
 	stopProbe()
-	<-probeDone
+	probes.Wait()
 	// Let the last lines of output land before the exit is logged.
 	logs := make(chan struct{})
 	go func() { p.logsWG.Wait(); close(logs) }()
@@ -211,43 +211,74 @@ func (c *containerRunner) runOnce(ctx context.Context) (int, time.Duration, erro
 // probeLoop decides readiness of process p. Without a readinessProbe the
 // container counts as ready once it has run for Options.ReadyWithoutProbeAfter.
 func (c *containerRunner) probeLoop(ctx context.Context, p *process, env []string) {
-	clock := c.opts.Clock
 	probe := c.spec.ReadinessProbe
 	if probe == nil {
-		if sleep(clock, c.opts.ReadyWithoutProbeAfter, ctx.Done()) {
+		if sleep(c.opts.Clock, c.opts.ReadyWithoutProbeAfter, ctx.Done()) {
 			c.setReady(true, fmt.Sprintf("running for %s, no readiness probe", c.opts.ReadyWithoutProbeAfter))
 		}
 		return
 	}
 	pr := &prober{probe: probe, container: &c.spec, env: env, proc: procFS{root: c.procRoot}}
-	if !sleep(clock, time.Duration(probe.InitialDelaySeconds)*time.Second, ctx.Done()) {
-		return
-	}
 	needOK, needFail := pr.thresholds()
 	oks, fails := 0, 0
+	c.probeEvery(ctx, "readiness", pr, p, func(ok bool, msg string) bool {
+		if ok {
+			oks, fails = oks+1, 0
+			if oks >= needOK {
+				c.setReady(true, "readiness probe passed")
+			}
+			return true
+		}
+		oks, fails = 0, fails+1
+		if fails >= needFail {
+			c.setReady(false, msg)
+		}
+		return true
+	})
+}
+
+// livenessLoop stops process p once its livenessProbe has failed
+// failureThreshold times in a row; the restart policy then applies.
+func (c *containerRunner) livenessLoop(ctx context.Context, p *process, env []string) {
+	pr := &prober{probe: c.spec.LivenessProbe, container: &c.spec, env: env, proc: procFS{root: c.procRoot}}
+	_, needFail := pr.thresholds()
+	fails := 0
+	c.probeEvery(ctx, "liveness", pr, p, func(ok bool, msg string) bool {
+		if ok {
+			fails = 0
+			return true
+		}
+		if fails++; fails < needFail {
+			return true
+		}
+		c.log.Warn("liveness probe failed, stopping the container", "pid", p.pid, "failures", fails, "reason", msg)
+		p.terminate(c.opts.Clock, c.grace, c.log)
+		return false
+	})
+}
+
+// probeEvery runs pr against p after the probe's initial delay and then
+// every period, handing each counted outcome to f until ctx ends or f
+// returns false. Uncounted outcomes (answers from another process) are
+// logged only.
+func (c *containerRunner) probeEvery(ctx context.Context, kind string, pr *prober, p *process, f func(ok bool, msg string) bool) {
+	clock := c.opts.Clock
+	if !sleep(clock, time.Duration(pr.probe.InitialDelaySeconds)*time.Second, ctx.Done()) {
+		return
+	}
 	lastMsg := ""
 	for {
 		out, msg := pr.check(ctx, p.pid)
 		if ctx.Err() != nil {
 			return
 		}
-		switch out {
-		case probeSuccess:
-			oks, fails = oks+1, 0
-			if oks >= needOK {
-				c.setReady(true, "readiness probe passed")
-			}
-		case probeFailure:
-			oks, fails = 0, fails+1
-			if fails >= needFail {
-				c.setReady(false, msg)
-			}
-		case probeUncounted:
-		}
 		if out != probeSuccess && msg != lastMsg {
-			c.log.Info("readiness probe did not pass", "pid", p.pid, "outcome", out, "reason", msg)
+			c.log.Info(kind+" probe did not pass", "pid", p.pid, "outcome", out, "reason", msg)
 		}
 		lastMsg = msg
+		if out != probeUncounted && !f(out == probeSuccess, msg) {
+			return
+		}
 		if !sleep(clock, pr.period(), ctx.Done()) {
 			return
 		}

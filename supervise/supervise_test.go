@@ -2,6 +2,7 @@ package supervise
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -458,6 +459,18 @@ func TestShutdownStopsAllPods(t *testing.T) {
 	var states []string
 	opts := fastOptions(t, dir)
 	opts.Notifier = NotifierFunc(func(s string) error { mu.Lock(); states = append(states, s); mu.Unlock(); return nil })
+	opts.StatusFile = filepath.Join(t.TempDir(), "run", "status.json")
+	readStatus := func() StatusFile {
+		var sf StatusFile
+		data, err := os.ReadFile(opts.StatusFile)
+		if err == nil {
+			err = json.Unmarshal(data, &sf)
+		}
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatalf("status file: %v", err)
+		}
+		return sf
+	}
 	r := startSupervisor(t, New(opts))
 	var pids []int
 	waitFor(t, "all ready", func() bool {
@@ -470,7 +483,20 @@ func TestShutdownStopsAllPods(t *testing.T) {
 		}
 		return true
 	})
+	waitFor(t, "the status file to show three ready pods", func() bool {
+		sf := readStatus()
+		ready := 0
+		for _, p := range sf.Pods {
+			if p.Current != nil && p.Current.Ready {
+				ready++
+			}
+		}
+		return sf.PID == os.Getpid() && ready == 3
+	})
 	r.stop(t)
+	if sf := readStatus(); len(sf.Pods) != 0 {
+		t.Errorf("status file after shutdown lists %d pods, want none", len(sf.Pods))
+	}
 	for _, pid := range pids {
 		if alive(pid) {
 			t.Errorf("pid %d still alive after Run returned", pid)
@@ -490,4 +516,34 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+func TestLivenessFailureRestartsTheContainer(t *testing.T) {
+	dir, tmp := t.TempDir(), t.TempDir()
+	port := freePort(t)
+	alivef := filepath.Join(tmp, "alive")
+	if err := os.WriteFile(alivef, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pod := helperPod(t, "l", map[string]string{"HELPER_ID": "l", "HELPER_PORT": strconv.Itoa(port), "HELPER_READY_FILE": alivef})
+	pod.Spec.Containers[0].LivenessProbe = &corev1.Probe{
+		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt(port)}},
+		PeriodSeconds: 1, FailureThreshold: 2,
+	}
+	writeManifest(t, dir, "l.yaml", pod)
+	r := startSupervisor(t, New(fastOptions(t, dir)))
+	waitFor(t, "l running", func() bool { return r.currentPID("l.yaml") != 0 })
+	first := r.currentPID("l.yaml")
+	time.Sleep(2500 * time.Millisecond) // passing liveness probes change nothing
+	if got := r.currentPID("l.yaml"); got != first {
+		t.Fatalf("pid changed from %d to %d while the liveness probe passed", first, got)
+	}
+	if err := os.Remove(alivef); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a restart after liveness failures", func() bool {
+		p, _ := r.pod("l.yaml")
+		c := p.Current.Containers[0]
+		return c.Restarts >= 1 && c.PID != 0 && c.PID != first && !alive(first)
+	})
 }

@@ -17,8 +17,9 @@
 //   - A removed manifest stops its pod only if the file is still absent after
 //     Options.RemoveDelay, so "remove, then write" is an update.
 //   - Images, volumes, resources, securityContext, init containers and
-//     liveness/startup probes are ignored; env valueFrom and envFrom are
-//     ignored with a log line.
+//     startup probes are ignored; env valueFrom and envFrom are ignored with
+//     a log line. Readiness and liveness probes are supported (httpGet,
+//     tcpSocket, exec).
 package supervise
 
 import (
@@ -81,6 +82,9 @@ type Options struct {
 	Notifier Notifier
 	// WatchdogInterval is how often WATCHDOG=1 is sent; 0 sends none.
 	WatchdogInterval time.Duration
+	// StatusFile, when set, is kept holding the JSON StatusFile document,
+	// rewritten atomically on every change (default: none).
+	StatusFile string
 }
 
 func (o *Options) setDefaults() {
@@ -133,6 +137,9 @@ type Supervisor struct {
 
 	wake   chan struct{}
 	stopWG sync.WaitGroup
+
+	// lastStatus is the status file content last written; main loop only.
+	lastStatus []byte
 
 	mu      sync.Mutex
 	slots   map[string]*slot
@@ -233,6 +240,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			armRemoval(time.Time{})
 			s.notify("STOPPING=1")
 			s.shutdown()
+			s.writeStatusFile(s.Status())
 			<-watchDone
 			return nil
 		case <-triggers:
@@ -472,11 +480,17 @@ func (s *Supervisor) shutdown() {
 	s.log.Info("all pods stopped")
 }
 
+// notifyStatus publishes the state: STATUS= to the service manager and the
+// status file.
 func (s *Supervisor) notifyStatus() {
-	if s.opts.Notifier == nil {
+	if s.opts.Notifier == nil && s.opts.StatusFile == "" {
 		return
 	}
 	st := s.Status()
+	s.writeStatusFile(st)
+	if s.opts.Notifier == nil {
+		return
+	}
 	ready, replacing, invalid := 0, 0, 0
 	for _, p := range st {
 		if p.Invalid != "" {

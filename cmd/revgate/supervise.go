@@ -33,6 +33,7 @@ func (o *superviseOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.opts.BackoffInitial, "backoff-initial", supervise.DefaultBackoffInitial, "first restart delay of an exited container; doubles on each restart")
 	fs.DurationVar(&o.opts.BackoffMax, "backoff-max", supervise.DefaultBackoffMax, "longest restart delay")
 	fs.DurationVar(&o.opts.BackoffReset, "backoff-reset", supervise.DefaultBackoffReset, "uptime after which the restart delay starts over at --backoff-initial")
+	fs.StringVar(&o.opts.StatusFile, "status-file", "", "JSON file kept holding every pod's state (generations, pids, readiness, restarts), rewritten atomically on change; empty: none")
 	fs.StringVar(&o.logTarget, "log-target", "auto", `where logs go: "journald" (upper-case fields POD=, CONTAINER=), "stderr", or "auto" (journald when stderr is connected to the journal)`)
 	fs.StringVar(&o.logLevel, "log-level", "info", "minimum log level: debug, info, warn, error")
 }
