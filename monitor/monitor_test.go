@@ -730,3 +730,58 @@ func TestRunWakesOnTerminationLogWrite(t *testing.T) {
 		t.Fatal("not good")
 	}
 }
+
+func TestLockBusyAtTimeoutKeepsTheDecisionDue(t *testing.T) {
+	e := node12(t)
+	m := e.monitor(2, func(o *Options) { o.LockTimeout = 100 * time.Millisecond })
+	e.stepFor(m, DefaultFallbackTimeout-time.Second)
+	lk, err := revisions.AcquireLock(context.Background(), e.l.LockFile, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Second)
+	if _, err := m.Step(context.Background()); !errors.Is(err, revisions.ErrLockTimeout) {
+		t.Fatalf("step with the lock held = %v", err)
+	}
+	lk.Unlock()
+	if !e.step(m) {
+		t.Fatal("the due fallback was not taken at the next step")
+	}
+	if rev, fb, _ := e.published(); rev != 1 || fb == nil {
+		t.Fatal("no fallback")
+	}
+}
+
+// A monitor killed after recording a failure but before publishing the
+// fallback completes the fallback when it starts again.
+func TestRestartCompletesAnInterruptedFallback(t *testing.T) {
+	for _, retried := range []bool{false, true} {
+		t.Run(map[bool]string{false: "final", true: "retried"}[retried], func(t *testing.T) {
+			e := node12(t)
+			reason := revisions.ReasonCrashLooping
+			var next *time.Time
+			if retried {
+				reason = revisions.ReasonNotReady
+				n := e.clock.Now().Add(10 * time.Minute)
+				next = &n
+			}
+			err := revisions.UpdateState(e.fs, e.l.StateFile(), func(s *revisions.State) error {
+				rs := s.Get(2)
+				rs.Outcome, rs.Reason, rs.Message, rs.Attempts, rs.NextRetry = revisions.OutcomeFailed, reason, "m", 1, next
+				rs.Fallbacks = []revisions.Fallback{{Time: e.clock.Now(), Reason: reason, Message: "m", To: 1, Attempt: 1}}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := e.step(e.monitor(2))
+			rev, fb, _ := e.published()
+			if rev != 1 || fb == nil || fb.Reason != reason || (fb.NextRetry != nil) != retried {
+				t.Fatalf("published %d %+v", rev, fb)
+			}
+			if done == retried {
+				t.Fatalf("done = %v with retried = %v", done, retried)
+			}
+		})
+	}
+}
