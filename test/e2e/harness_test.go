@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -42,6 +43,9 @@ const (
 	// after fallbackTimeout, a retry after retryInitial, ...).
 	waitLong = 90 * time.Second
 )
+
+// tcpMigrate: see TestMain.
+var tcpMigrate = flag.Bool("tcp-migrate", true, "set net.ipv4.tcp_migrate_req=1 when permitted (false leaves it as it is)")
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -83,7 +87,9 @@ func setup(m *testing.M) (int, error) {
 	}
 	// Zero-failure rollouts need the connections queued on a replaced
 	// proxy's SO_REUSEPORT listeners to move to its successor.
-	if changed, err := tcpmigrate.Enable(); err != nil {
+	if !*tcpMigrate {
+		fmt.Fprintf(os.Stderr, "e2e: net.ipv4.tcp_migrate_req left as it is (enabled: %v)\n", tcpmigrate.Enabled())
+	} else if changed, err := tcpmigrate.Enable(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: net.ipv4.tcp_migrate_req not set:", err)
 	} else if changed {
 		fmt.Fprintln(os.Stderr, "e2e: set net.ipv4.tcp_migrate_req=1")
@@ -102,6 +108,9 @@ func freeAddr(t *testing.T) string {
 	defer ln.Close()
 	return ln.Addr().String()
 }
+
+// quiet discards the upstreams' logs.
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // upstream is a real HTTP server started by the test; its responses name it.
 type upstream struct {
@@ -142,7 +151,7 @@ func (u *upstream) start(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { _ = demo.ServeListener(ctx, ln, u.name, nil); close(done) }()
+	go func() { _ = demo.ServeListener(ctx, ln, u.name, quiet); close(done) }()
 	u.mu.Lock()
 	u.cancel, u.done = cancel, done
 	u.mu.Unlock()
