@@ -37,8 +37,12 @@ import (
 //	HELPER_READY_FILE  /ready answers 200 only while this file exists (else always 200)
 //	HELPER_IGNORE_TERM ignore SIGTERM
 func TestMain(m *testing.M) {
-	if os.Getenv("SUPERVISE_HELPER") == "1" {
+	switch os.Getenv("SUPERVISE_HELPER") {
+	case "1":
 		helperMain()
+		return
+	case "supervisor":
+		supervisorMain()
 		return
 	}
 	os.Exit(m.Run())
@@ -105,6 +109,23 @@ func helperMain() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
+	}
+	os.Exit(0)
+}
+
+// supervisorMain runs a Supervisor on HELPER_MANIFESTS until SIGTERM, as
+// `revgate supervise` does, so that tests can SIGKILL it.
+func supervisorMain() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	err := New(Options{
+		ManifestsDir:           os.Getenv("HELPER_MANIFESTS"),
+		ReadyWithoutProbeAfter: 100 * time.Millisecond,
+		Logger:                 slog.New(slog.NewTextHandler(os.Stderr, nil)),
+	}).Run(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
 	os.Exit(0)
 }

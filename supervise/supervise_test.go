@@ -21,6 +21,7 @@ import (
 )
 
 func TestStartsPodsFromManifests(t *testing.T) {
+	t.Parallel()
 	dir, tmp := t.TempDir(), t.TempDir()
 	startsFile := filepath.Join(tmp, "starts")
 	writeManifest(t, dir, "a.yaml", helperPod(t, "a", map[string]string{"HELPER_ID": "a", "HELPER_STARTS": startsFile}))
@@ -62,6 +63,7 @@ func TestRelistFindsFilesWhileTheWatcherIsDown(t *testing.T) {
 }
 
 func TestUnparsableUpdateKeepsThePodRunning(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeManifest(t, dir, "a.yaml", helperPod(t, "a", map[string]string{"HELPER_ID": "a"}))
 	r := startSupervisor(t, New(fastOptions(t, dir)))
@@ -125,6 +127,7 @@ func TestRestartPolicies(t *testing.T) {
 }
 
 func TestRestartBackoffDoublesCapsAndResets(t *testing.T) {
+	t.Parallel()
 	dir, tmp := t.TempDir(), t.TempDir()
 	crash := filepath.Join(tmp, "crash")
 	startsFile := filepath.Join(tmp, "starts")
@@ -193,6 +196,7 @@ func TestStopSendsSIGTERMThenSIGKILLAfterGrace(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			env := map[string]string{"HELPER_ID": "g"}
 			if tt.ignoreTerm {
@@ -224,6 +228,7 @@ func TestStopSendsSIGTERMThenSIGKILLAfterGrace(t *testing.T) {
 }
 
 func TestRemoveThenWriteIsAnUpdate(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	port := freePort(t)
 	pod := httpReadiness(helperPod(t, "u", map[string]string{"HELPER_ID": "one", "HELPER_PORT": strconv.Itoa(port)}), port)
@@ -307,6 +312,7 @@ func (c *client) finish() (map[string]int, []error) {
 }
 
 func TestMakeBeforeBreak(t *testing.T) {
+	t.Parallel()
 	dir, tmp := t.TempDir(), t.TempDir()
 	port := freePort(t)
 	gate := filepath.Join(tmp, "gate")
@@ -352,6 +358,7 @@ func TestMakeBeforeBreak(t *testing.T) {
 }
 
 func TestNewerManifestReplacesAPendingOne(t *testing.T) {
+	t.Parallel()
 	dir, tmp := t.TempDir(), t.TempDir()
 	port := freePort(t)
 	never := filepath.Join(tmp, "never")
@@ -444,6 +451,7 @@ func TestProbeCountsOnlyTheProbedProcess(t *testing.T) {
 }
 
 func TestShutdownStopsAllPods(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, name := range []string{"a", "b", "c"} {
 		env := map[string]string{"HELPER_ID": name}
@@ -519,6 +527,7 @@ func contains(list []string, s string) bool {
 }
 
 func TestLivenessFailureRestartsTheContainer(t *testing.T) {
+	t.Parallel()
 	dir, tmp := t.TempDir(), t.TempDir()
 	port := freePort(t)
 	alivef := filepath.Join(tmp, "alive")

@@ -8,7 +8,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/coreos/go-systemd/v22/journal"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -92,16 +91,12 @@ func (o *superviseOptions) Run(ctx context.Context) error {
 	opts := o.opts
 	opts.Logger = o.logger()
 	slog.SetDefault(opts.Logger)
-	if os.Getenv("NOTIFY_SOCKET") != "" {
-		opts.Notifier = supervise.NotifierFunc(func(state string) error {
-			_, err := daemon.SdNotify(false, state)
-			return err
-		})
-		if d, err := daemon.SdWatchdogEnabled(false); err != nil {
-			opts.Logger.Warn("reading the systemd watchdog settings failed", "component", "supervise", "err", err)
-		} else if d > 0 {
-			opts.WatchdogInterval = d / 2
-		}
+	n, watchdog, ok, err := supervise.Systemd()
+	if err != nil {
+		opts.Logger.Warn("systemd notification setup incomplete", "component", "supervise", "err", err)
+	}
+	if ok {
+		opts.Notifier, opts.WatchdogInterval = n, watchdog
 	}
 	return supervise.New(opts).Run(ctx)
 }
