@@ -133,7 +133,7 @@ func (t *translator) ingresses(objs []*object, ci classInfo) {
 func (t *translator) ingress(o *object, ing *networkingv1.Ingress, blocked bool) {
 	before := len(t.out.problems)
 	ns := o.ref.Namespace
-	var cands, defaults []routeCand
+	var cands, defaults []*routeCand
 	var certs []model.Certificate
 	ok := !blocked
 	hostsOfRules := []string{}
@@ -157,7 +157,7 @@ func (t *translator) ingress(o *object, ing *networkingv1.Ingress, blocked bool)
 				ok = false
 				continue
 			}
-			cands = append(cands, routeCand{owner: o, field: field, route: model.Route{
+			cands = append(cands, &routeCand{owner: o, field: field, route: model.Route{
 				Host: host, Path: path, PathType: pt, Source: o.ref, Backfilled: o.lkg,
 				Cluster: &model.Cluster{Name: clusterName(o.ref, host, path, pt), Backends: []model.WeightedBackend{{Backend: b, Weight: 1}}},
 			}})
@@ -168,7 +168,7 @@ func (t *translator) ingress(o *object, ing *networkingv1.Ingress, blocked bool)
 		if !bvalid {
 			ok = false
 		} else {
-			defaults = append(defaults, routeCand{owner: o, field: "spec.defaultBackend", route: model.Route{
+			defaults = append(defaults, &routeCand{owner: o, field: "spec.defaultBackend", route: model.Route{
 				Host: "", Path: "/", PathType: model.PathPrefix, Default: true, Source: o.ref, Backfilled: o.lkg,
 				Cluster: &model.Cluster{Name: o.ref.String() + "/default", Backends: []model.WeightedBackend{{Backend: b, Weight: 1}}},
 			}})
@@ -386,9 +386,9 @@ func older(a, b *object) bool {
 // mergeRoutes resolves conflicting claims on (host, path, pathType) and on
 // the default backend, and builds the final routes and certificates.
 func (t *translator) mergeRoutes() {
-	win := map[routeKey]int{}
-	var routes []routeCand
-	claim := func(c routeCand, key routeKey) {
+	win := make(map[routeKey]int, len(t.cands))
+	routes := make([]*routeCand, 0, len(t.cands)+1)
+	claim := func(c *routeCand, key routeKey) {
 		i, ok := win[key]
 		if !ok {
 			win[key] = len(routes)

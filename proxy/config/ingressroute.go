@@ -363,7 +363,7 @@ func (t *translator) irEmit(w *irWalk, root, o *object, stack []*object) {
 		}
 		path := trimPrefixPath(r.Match)
 		cl.Name = clusterName(o.ref, host, path, model.PathPrefix)
-		t.cands = append(t.cands, routeCand{owner: o, field: field + ".match", route: model.Route{
+		t.cands = append(t.cands, &routeCand{owner: o, field: field + ".match", route: model.Route{
 			Host: host, Path: path, PathType: model.PathPrefix,
 			RedirectHTTPS: vh.TLS != nil && !r.PermitInsecure,
 			Cluster:       cl, Source: o.ref, Backfilled: o.lkg,

@@ -64,8 +64,8 @@ type translator struct {
 	secrets map[model.ObjectRef]*tls.Certificate
 	// opinions remember who set a backend's strategy and health check.
 	opinions map[string]model.ObjectRef
-	cands    []routeCand
-	defaults []routeCand
+	cands    []*routeCand
+	defaults []*routeCand
 }
 
 // routeCand is a route before conflicts are resolved.
