@@ -51,6 +51,7 @@ func (o *proxyOptions) addFlags(cmd *cobra.Command) {
 	fs.DurationVar(&o.server.Transport.ResponseHeaderTimeout, "upstream-response-header-timeout", 60*time.Second, "limit for an upstream's response headers (504 beyond)")
 	fs.IntVar(&o.server.Transport.MaxIdleConnsPerHost, "upstream-max-idle-conns", 256, "idle keep-alive connections kept per upstream endpoint")
 	fs.IntVar(&o.gcPercent, "gc-percent", defaultGCPercent, "Go garbage collector target percentage (GOGC); GOMEMLIMIT still applies")
+	fs.BoolVar(&o.server.Pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the admin listener")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,6 +36,8 @@ type Options struct {
 	Healthz, Livez, Readyz []Check
 	// Metrics serves /metrics (omitted when nil).
 	Metrics http.Handler
+	// Pprof serves net/http/pprof under /debug/pprof/ when true.
+	Pprof bool
 	// Debug maps paths (e.g. "/debug/config/routes") to functions returning
 	// the value served as indented JSON.
 	Debug map[string]func() any
@@ -56,6 +59,12 @@ func NewHandler(o Options) http.Handler {
 	}
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", o.Metrics)
+	}
+	if o.Pprof {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 	for path, f := range o.Debug {
 		mux.Handle("GET "+path, jsonHandler(f))

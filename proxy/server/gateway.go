@@ -78,6 +78,8 @@ type Options struct {
 	WatchdogInterval time.Duration
 	// PID is stamped on admin responses; os.Getpid() when 0.
 	PID int
+	// Pprof serves Go profiles under /debug/pprof/ on the admin listener.
+	Pprof bool
 }
 
 func (o *Options) setDefaults() {
@@ -435,6 +437,7 @@ func (g *Gateway) AdminHandler() http.Handler {
 		Livez:    common,
 		Readyz:   ready,
 		Metrics:  g.metrics.Handler(),
+		Pprof:    g.opts.Pprof,
 		Debug: map[string]func() any{
 			"/debug/config/status":   g.debugStatus,
 			"/debug/config/routes":   g.debugRoutes,

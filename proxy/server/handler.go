@@ -140,9 +140,13 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, pool *upstream.P
 		hdr["X-Forwarded-Proto"] = protoHTTP
 	}
 	hdr["X-Forwarded-Host"] = []string{r.Host}
+	if _, ok := hdr["User-Agent"]; !ok {
+		// Present but empty: no Go default User-Agent is added upstream.
+		hdr["User-Agent"] = nil
+	}
 	out.Header = hdr
 
-	resp, err := pool.Transport.RoundTrip(out)
+	resp, err := pool.RoundTrip(out)
 	if err != nil {
 		return h.upstreamError(w, r, pool, err)
 	}

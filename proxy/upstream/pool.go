@@ -76,6 +76,8 @@ type Pool struct {
 	// Scheme is "http" or "https".
 	Scheme string
 
+	fast *h1Client
+
 	endpoints []*Endpoint
 	selector  Selector
 	// healthy is the current list of healthy endpoints, swapped whole when a
@@ -96,6 +98,7 @@ func NewPool(b *model.Backend, o TransportOptions) *Pool {
 		p.Scheme = "https"
 	}
 	p.Transport = NewTransport(o, b.TLS)
+	p.fast = newH1Client(o)
 	for _, addr := range b.Endpoints {
 		e := &Endpoint{Addr: addr}
 		e.healthy.Store(b.HealthCheck == nil)
@@ -150,5 +153,18 @@ func (p *Pool) rebuild() {
 	p.healthy.Store(&eps)
 }
 
+// RoundTrip sends a request to an endpoint (req.URL.Host). Bodiless
+// idempotent plain-HTTP requests run on the calling goroutine; the others
+// (bodies, upgrades, TLS upstreams) go through Transport.
+func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
+	if eligible(req) {
+		return p.fast.roundTrip(req)
+	}
+	return p.Transport.RoundTrip(req)
+}
+
 // Close closes idle connections.
-func (p *Pool) Close() { p.Transport.CloseIdleConnections() }
+func (p *Pool) Close() {
+	p.Transport.CloseIdleConnections()
+	p.fast.closeIdle()
+}
