@@ -43,6 +43,10 @@ type containerRunner struct {
 	changed  func() // tells the supervisor that state changed
 	procRoot string
 
+	// attempted is closed once the first start has been attempted.
+	attempted     chan struct{}
+	attemptedOnce sync.Once
+
 	mu       sync.Mutex
 	state    string
 	pid      int
@@ -65,6 +69,7 @@ func newContainerRunner(pod *corev1.Pod, c corev1.Container, opts *Options, log 
 	return &containerRunner{
 		spec: c, policy: policy, grace: grace, opts: opts, changed: changed,
 		log: log.With("container", c.Name), state: StateWaiting, procRoot: "/proc",
+		attempted: make(chan struct{}),
 	}
 }
 
@@ -99,6 +104,10 @@ func (c *containerRunner) set(f func()) {
 	c.changed()
 }
 
+func (c *containerRunner) markAttempted() {
+	c.attemptedOnce.Do(func() { close(c.attempted) })
+}
+
 func (c *containerRunner) setReady(ready bool, msg string) {
 	c.mu.Lock()
 	was := c.ready
@@ -119,6 +128,7 @@ func (c *containerRunner) setReady(ready bool, msg string) {
 // run runs the container until ctx is cancelled or the restart policy says
 // it is done; on cancellation the running process is stopped gracefully.
 func (c *containerRunner) run(ctx context.Context) {
+	defer c.markAttempted()
 	defer c.set(func() { c.finished = true; c.ready = false })
 	clock := c.opts.Clock
 	delay := c.opts.BackoffInitial
@@ -153,6 +163,7 @@ func (c *containerRunner) run(ctx context.Context) {
 // runOnce starts the process and waits for it to exit, or stops it when ctx
 // is cancelled. It returns the exit code and how long the process ran.
 func (c *containerRunner) runOnce(ctx context.Context) (int, time.Duration, error) {
+	defer c.markAttempted()
 	spec, err := c.processSpec()
 	if err != nil {
 		c.set(func() { c.lastExit, c.exited = -1, true })
@@ -166,6 +177,7 @@ func (c *containerRunner) runOnce(ctx context.Context) (int, time.Duration, erro
 	}
 	c.log.Info("container started", "pid", p.pid, "command", spec.path, "args", spec.args[1:])
 	c.set(func() { c.state, c.pid = StateRunning, p.pid })
+	c.markAttempted()
 
 	pctx, stopProbe := context.WithCancel(ctx)
 	var probes sync.WaitGroup

@@ -466,7 +466,22 @@ func TestShutdownStopsAllPods(t *testing.T) {
 	var mu sync.Mutex
 	var states []string
 	opts := fastOptions(t, dir)
-	opts.Notifier = NotifierFunc(func(s string) error { mu.Lock(); states = append(states, s); mu.Unlock(); return nil })
+	var sup *Supervisor
+	startedAtReady := -1
+	opts.Notifier = NotifierFunc(func(state string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		states = append(states, state)
+		if state == "READY=1" {
+			startedAtReady = 0
+			for _, p := range sup.Status() {
+				if p.Current != nil && p.Current.Containers[0].PID != 0 {
+					startedAtReady++
+				}
+			}
+		}
+		return nil
+	})
 	opts.StatusFile = filepath.Join(t.TempDir(), "run", "status.json")
 	readStatus := func() StatusFile {
 		var sf StatusFile
@@ -479,7 +494,8 @@ func TestShutdownStopsAllPods(t *testing.T) {
 		}
 		return sf
 	}
-	r := startSupervisor(t, New(opts))
+	sup = New(opts)
+	r := startSupervisor(t, sup)
 	var pids []int
 	waitFor(t, "all ready", func() bool {
 		pids = pids[:0]
@@ -514,6 +530,9 @@ func TestShutdownStopsAllPods(t *testing.T) {
 	defer mu.Unlock()
 	if !contains(states, "READY=1") || len(states) == 0 || states[len(states)-1] != "STOPPING=1" {
 		t.Errorf("notifications = %q, want READY=1 and STOPPING=1 last", states)
+	}
+	if startedAtReady != 3 {
+		t.Errorf("%d of 3 pods had a process when READY=1 was sent, want all", startedAtReady)
 	}
 }
 

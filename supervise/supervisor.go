@@ -207,6 +207,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	}()
 
 	removeAt := s.relist()
+	s.waitFirstStarts(ctx)
 	s.notify("READY=1")
 	s.notifyStatus()
 
@@ -259,6 +260,31 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		case <-timerC(watchdog):
 			s.notify("WATCHDOG=1")
 			watchdog = clock.NewTimer(s.opts.WatchdogInterval)
+		}
+	}
+}
+
+// waitFirstStarts waits until every container of the running generations has
+// attempted its first start, so READY=1 means "everything was started".
+func (s *Supervisor) waitFirstStarts(ctx context.Context) {
+	s.mu.Lock()
+	var waits []<-chan struct{}
+	for _, sl := range s.slots {
+		for _, g := range []*generation{sl.current, sl.next} {
+			if g == nil {
+				continue
+			}
+			for _, c := range g.containers {
+				waits = append(waits, c.attempted)
+			}
+		}
+	}
+	s.mu.Unlock()
+	for _, w := range waits {
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return
 		}
 	}
 }
