@@ -42,6 +42,10 @@ func (t *translator) ingressClasses(objs []*object) classInfo {
 			continue
 		}
 		ci.byName[ic.Name] = o
+		if !t.classIsOurs(o) {
+			t.out.ignored[o.ref] = fmt.Sprintf("controller %q is not %s", ic.Spec.Controller, ControllerName)
+			continue
+		}
 		if ic.Spec.Controller == "" {
 			t.errorf(o, "spec.controller", "required")
 		} else if !strings.Contains(ic.Spec.Controller, "/") {
@@ -54,10 +58,6 @@ func (t *translator) ingressClasses(objs []*object) classInfo {
 				t.errorf(o, "metadata.annotations["+annotationDefaultClass+"]", "%q is not a boolean", v)
 			}
 			isDefault = b
-		}
-		if !t.classIsOurs(o) {
-			t.out.ignored[o.ref] = fmt.Sprintf("controller %q is not %s", ic.Spec.Controller, ControllerName)
-			continue
 		}
 		if isDefault {
 			ci.defaults = append(ci.defaults, o)

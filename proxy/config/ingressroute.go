@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/validation"
-
 	"github.com/revgate/revgate/proxy/model"
 )
 
@@ -30,6 +28,11 @@ type irWalk struct {
 	// reached maps every object reached from a valid root to the first root
 	// (in namespace/name order) that reaches it.
 	reached map[model.ObjectRef]model.ObjectRef
+	// checked are the (object, delegated prefix) pairs already checked and
+	// emitted the (root, object) pairs already emitted, so that a diamond of
+	// delegations is walked once, not once per path.
+	checked map[[2]string]bool
+	emitted map[[2]model.ObjectRef]bool
 }
 
 func irOf(o *object) *IngressRoute { return o.obj.(*IngressRoute) }
@@ -37,7 +40,13 @@ func irOf(o *object) *IngressRoute { return o.obj.(*IngressRoute) }
 // ingressRoutes validates every IngressRoute, walks the delegation graph from
 // the valid roots, and emits the routes of the valid objects.
 func (t *translator) ingressRoutes(irs []*object) {
-	w := &irWalk{objs: map[model.ObjectRef]*object{}, blocked: map[model.ObjectRef]bool{}, reached: map[model.ObjectRef]model.ObjectRef{}}
+	w := &irWalk{
+		objs:    map[model.ObjectRef]*object{},
+		blocked: map[model.ObjectRef]bool{},
+		reached: map[model.ObjectRef]model.ObjectRef{},
+		checked: map[[2]string]bool{},
+		emitted: map[[2]model.ObjectRef]bool{},
+	}
 	for _, o := range irs {
 		w.objs[o.ref] = o
 	}
@@ -325,15 +334,21 @@ func (t *translator) irCheck(w *irWalk, o *object, prefix string, stack []*objec
 			t.errorf(o, fmt.Sprintf("spec.routes[%d].delegate", i), "delegation cycle: %s", strings.Join(chain, " -> "))
 			continue
 		}
+		key := [2]string{c.ref.String(), r.Match}
+		if w.checked[key] {
+			continue
+		}
 		t.irCheck(w, c, r.Match, append(stack, c))
+		w.checked[key] = true
 	}
 }
 
 // irEmit walks from root over valid objects and emits their routes.
 func (t *translator) irEmit(w *irWalk, root, o *object, stack []*object) {
-	if slices.Contains(stack, o) {
+	if slices.Contains(stack, o) || w.emitted[[2]model.ObjectRef{root.ref, o.ref}] {
 		return
 	}
+	w.emitted[[2]model.ObjectRef{root.ref, o.ref}] = true
 	if _, ok := w.reached[o.ref]; !ok {
 		w.reached[o.ref] = root.ref
 	}
@@ -455,5 +470,3 @@ func firstNonEmpty(s ...string) string {
 	}
 	return ""
 }
-
-var _ = validation.IsDNS1123Subdomain

@@ -67,6 +67,14 @@ func TestDelegation(t *testing.T) {
 			routes: []string{"foo.com /", "foo.com /team", "foo.com /team/sub"},
 		},
 		{
+			name: "diamond: a child reached twice from one root is walked once",
+			docs: append(svcIn("a"), ir("a", "root", "foo.com", "/x => p1", "/x/ => p2"), ir("a", "p1", "", "/x => child"), ir("a", "p2", "", "/x => child"), ir("a", "child", "", "/x -> app:80")),
+			want: map[string]want{
+				"a/child": {status: model.StatusValid, root: "root"},
+			},
+			routes: []string{"foo.com /x"},
+		},
+		{
 			name: "orphan",
 			docs: append(svcIn("team"), ir("team", "lonely", "", "/ -> app:80")),
 			want: map[string]want{"team/lonely": {status: model.StatusOrphaned, desc: "not part of a delegation chain from a root"}},
@@ -174,6 +182,11 @@ func TestDelegation(t *testing.T) {
 				}
 				if w.status != model.StatusValid && got.Root != nil {
 					t.Errorf("%s: root set on a %s object", key, got.Status)
+				}
+			}
+			for _, p := range snap.Problems {
+				if strings.Contains(p.Message, "duplicate route") {
+					t.Errorf("walked twice: %s", p)
 				}
 			}
 			var served []string
