@@ -336,3 +336,23 @@ func (f FS) RemoveDir(path string) error {
 	}
 	return nil
 }
+
+// WithoutSync returns f with fsync of files and folders turned into no-ops,
+// for throw-away copies (a configuration staged for validation) whose
+// durability does not matter; renames stay atomic.
+func (f FS) WithoutSync() FS {
+	open := f.OpenFile
+	f.OpenFile = func(name string, flag int, perm os.FileMode) (File, error) {
+		file, err := open(name, flag, perm)
+		if err != nil {
+			return nil, err
+		}
+		return noSyncFile{file}, nil
+	}
+	f.SyncDir = func(string) error { return nil }
+	return f
+}
+
+type noSyncFile struct{ File }
+
+func (noSyncFile) Sync() error { return nil }

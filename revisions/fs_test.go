@@ -370,3 +370,32 @@ func TestSafeJoinAndValidKey(t *testing.T) {
 		}
 	}
 }
+
+func TestWithoutSync(t *testing.T) {
+	var syncs int
+	f := revisions.OS()
+	f.SyncDir = func(string) error { syncs++; return nil }
+	open := f.OpenFile
+	f.OpenFile = func(name string, flag int, perm os.FileMode) (revisions.File, error) {
+		file, err := open(name, flag, perm)
+		return countingSync{file, &syncs}, err
+	}
+	dir := t.TempDir()
+	if err := f.WriteFile(filepath.Join(dir, "a"), []byte("a"), 0o644); err != nil || syncs != 2 {
+		t.Fatalf("with syncs: %d syncs, %v", syncs, err)
+	}
+	syncs = 0
+	if err := f.WithoutSync().WriteFile(filepath.Join(dir, "b"), []byte("b"), 0o644); err != nil || syncs != 0 {
+		t.Fatalf("without syncs: %d syncs, %v", syncs, err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "b")); string(got) != "b" {
+		t.Fatalf("content %q", got)
+	}
+}
+
+type countingSync struct {
+	revisions.File
+	n *int
+}
+
+func (c countingSync) Sync() error { *c.n++; return c.File.Sync() }

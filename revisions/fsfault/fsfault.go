@@ -186,23 +186,7 @@ func (j *Injector) Wrap(base revisions.FS) revisions.FS {
 	}
 }
 
-// NoSync returns base with fsync of files and folders turned into no-ops: for
-// tests that run many installs and test crash consistency of the process, not
+// NoSync returns base without fsyncs (revisions.FS.WithoutSync): for tests
+// that run many installs and test crash consistency of the process, not
 // durability across power loss, where thousands of fsyncs only cost time.
-func NoSync(base revisions.FS) revisions.FS {
-	f := base
-	open := base.OpenFile
-	f.OpenFile = func(name string, flag int, perm os.FileMode) (revisions.File, error) {
-		file, err := open(name, flag, perm)
-		if err != nil {
-			return nil, err
-		}
-		return noSyncFile{file}, nil
-	}
-	f.SyncDir = func(string) error { return nil }
-	return f
-}
-
-type noSyncFile struct{ revisions.File }
-
-func (noSyncFile) Sync() error { return nil }
+func NoSync(base revisions.FS) revisions.FS { return base.WithoutSync() }
