@@ -111,6 +111,7 @@ type Monitor struct {
 	streak       int
 	nextRetry    time.Time
 	lastReason   string
+	events       []pendingEvent
 }
 
 type phase int
@@ -427,17 +428,19 @@ func (m *Monitor) underRevision(ctx context.Context, fn func() error) (bool, err
 	return ran, err
 }
 
+// withLock runs fn under the lock. Events fn records are sent after the
+// lock is released, so the API server's latency never holds up an installer.
 func (m *Monitor) withLock(ctx context.Context, fn func() error) error {
 	lk, err := revisions.AcquireLock(ctx, m.opts.Layout.LockFile, m.opts.LockTimeout)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if uerr := lk.Unlock(); uerr != nil {
-			m.log.Warn("release lock", "err", uerr)
-		}
-	}()
-	return fn()
+	err = fn()
+	if uerr := lk.Unlock(); uerr != nil {
+		m.log.Warn("release lock", "err", uerr)
+	}
+	m.flushEvents(ctx)
+	return err
 }
 
 // good makes this revision the last-known-good one, records it and removes
@@ -634,11 +637,22 @@ func (m *Monitor) removeOwnManifest() error {
 	return nil
 }
 
-func (m *Monitor) event(ctx context.Context, typ, reason, message string) {
+type pendingEvent struct{ typ, reason, message string }
+
+// event queues a Kubernetes Event; withLock sends it.
+func (m *Monitor) event(_ context.Context, typ, reason, message string) {
 	if m.opts.Events == nil {
 		return
 	}
-	if err := m.opts.Events.Emit(ctx, typ, reason, message); err != nil {
-		m.log.Warn("emit event", "event_reason", reason, "err", err)
+	m.events = append(m.events, pendingEvent{typ, reason, message})
+}
+
+func (m *Monitor) flushEvents(ctx context.Context) {
+	evs := m.events
+	m.events = nil
+	for _, ev := range evs {
+		if err := m.opts.Events.Emit(ctx, ev.typ, ev.reason, ev.message); err != nil {
+			m.log.Warn("emit event", "event_reason", ev.reason, "err", err)
+		}
 	}
 }

@@ -785,3 +785,33 @@ func TestRestartCompletesAnInterruptedFallback(t *testing.T) {
 		})
 	}
 }
+
+type eventFunc func(ctx context.Context, typ, reason, message string) error
+
+func (f eventFunc) Emit(ctx context.Context, typ, reason, message string) error {
+	return f(ctx, typ, reason, message)
+}
+
+// Events go to the API server after the lock is released: a slow API server
+// must not hold up an installer.
+func TestEventsAreSentOutsideTheLock(t *testing.T) {
+	e := node12(t)
+	e.record(revisions.RecordStart, 2, "")
+	var reasons []string
+	sink := eventFunc(func(ctx context.Context, typ, reason, message string) error {
+		lk, err := revisions.AcquireLock(ctx, e.l.LockFile, 100*time.Millisecond)
+		if err != nil {
+			t.Errorf("event %s sent while the lock is held: %v", reason, err)
+			return err
+		}
+		reasons = append(reasons, reason)
+		return lk.Unlock()
+	})
+	m := e.monitor(2, func(o *Options) { o.Events = sink })
+	if !e.stepFor(m, time.Minute) {
+		t.Fatal("not good")
+	}
+	if len(reasons) != 1 || reasons[0] != EventRevisionGood {
+		t.Fatalf("events = %v", reasons)
+	}
+}
