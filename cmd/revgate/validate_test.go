@@ -25,10 +25,10 @@ func TestValidateCommand(t *testing.T) {
 		wantOut  string
 	}{
 		{name: "valid examples", args: []string{"../../examples"}, wantCode: 0},
-		{name: "broken overlay", args: []string{"../../examples", "../../examples/broken"}, wantCode: 1, wantOut: "error: ../../examples/broken/team-b-ingress.yaml: Ingress/team-b/team-b: spec.rules[0].http.paths[0].backend.service.name: service team-b/team-b-app not found"},
+		{name: "broken overlay", args: []string{"../../examples", "../../examples-broken"}, wantCode: 1, wantOut: "error: ../../examples-broken/team-b-ingress.yaml: Ingress/team-b/team-b: spec.rules[0].http.paths[0].backend.service.name: service team-b/team-b-app not found"},
 		{name: "warning passes", args: []string{warnOnly}, wantCode: 0, wantOut: "spec.colour: unknown field"},
 		{name: "warning fails with --strict", args: []string{"--strict", warnOnly}, wantCode: 1, wantOut: "spec.colour"},
-		{name: "json", args: []string{"-o", "json", "../../examples", "../../examples/broken"}, wantCode: 1, wantOut: `"field": "spec.rules[0].http.paths[0].backend.service.name"`},
+		{name: "json", args: []string{"-o", "json", "../../examples", "../../examples-broken"}, wantCode: 1, wantOut: `"field": "spec.rules[0].http.paths[0].backend.service.name"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -214,7 +214,7 @@ func (f fileSystem) loadSecretDir(st *store, dir, name, namespace string, proble
 
 // loadPlain reads every *.yaml, *.yml and *.json file of dir in lexical
 // order, skipping dotfiles. Sub-folders are not read: a sub-folder is a
-// separate configuration (examples/broken is an overlay of examples), named
+// separate configuration (examples-broken is an overlay of examples), named
 // with another --config-dir when wanted.
 func (f fileSystem) loadPlain(st *store, dir, namespace string, problems *[]model.Problem) error {
 	entries, err := f.readDir(dir)

@@ -172,7 +172,7 @@ func TestExamplesAreValid(t *testing.T) {
 	if len(problems) != 0 {
 		t.Fatalf("examples have problems: %+v", problems)
 	}
-	snap, err := Build(Options{Dirs: []string{"../../examples", "../../examples/broken"}})
+	snap, err := Build(Options{Dirs: []string{"../../examples", "../../examples-broken"}})
 	if err != nil {
 		t.Fatal(err)
 	}
