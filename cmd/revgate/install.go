@@ -161,10 +161,12 @@ func gatewayValidator() installer.Validator {
 		}
 		var warnings, errs []string
 		for _, p := range problems {
+			// Name files as they will be in the revision, not in the temp copy.
+			msg := strings.ReplaceAll(p.String(), dir+string(filepath.Separator), "")
 			if p.Severity == model.SeverityError {
-				errs = append(errs, p.String())
+				errs = append(errs, msg)
 			} else {
-				warnings = append(warnings, p.String())
+				warnings = append(warnings, msg)
 			}
 		}
 		if len(errs) > 0 {

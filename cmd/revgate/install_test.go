@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/revgate/revgate/installer/installertest"
+	"github.com/revgate/revgate/revisions"
+)
+
+func TestInstallFlags(t *testing.T) {
+	cmd := newInstallCommand()
+	defaults := map[string]string{
+		"source-dir": "", "resource-dir": "/etc/kubernetes/static-pod-resources", "manifests-dir": "/etc/kubernetes/manifests",
+		"lock-file": "", "target": "revgate", "revision": "0", "kubeconfig": "", "namespace": "",
+		"configmaps": "[]", "secrets": "[]", "optional-configmaps": "[]", "optional-secrets": "[]",
+		"termination-log": "", "binary": "", "image": "revgate:latest", "image-pull-policy": "IfNotPresent",
+		"proxy-arg": "[]", "monitor-arg": "[]", "lock-timeout": "2m0s", "strict": "false", "no-publish": "false",
+		"retry-timeout": "1m0s",
+	}
+	for name, def := range defaults {
+		f := cmd.Flags().Lookup(name)
+		if f == nil {
+			t.Errorf("flag --%s missing", name)
+			continue
+		}
+		if f.DefValue != def {
+			t.Errorf("--%s default %q, want %q", name, f.DefValue, def)
+		}
+	}
+}
+
+func TestInstallOptionsParse(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+		check   func(t *testing.T, o *installOptions)
+	}{
+		{name: "no source", args: nil, wantErr: "no configuration source"},
+		{name: "both sources", args: []string{"--source-dir=x", "--namespace=n", "--configmaps=a"}, wantErr: "cannot be combined"},
+		{name: "kube without namespace", args: []string{"--configmaps=a"}, wantErr: "--namespace is required"},
+		{name: "bad pull policy", args: []string{"--source-dir=x", "--image-pull-policy=Sometimes"}, wantErr: "Sometimes"},
+		{name: "negative revision", args: []string{"--source-dir=x", "--revision=-1"}, wantErr: "invalid --revision"},
+		{name: "bad target", args: []string{"--source-dir=x", "--target=Bad_Name"}, wantErr: "invalid target"},
+		{
+			name: "defaults follow the target", args: []string{"--source-dir=x", "--target=edge"},
+			check: func(t *testing.T, o *installOptions) {
+				if o.layout.LockFile != "/var/lock/edge-installer.lock" || o.layout.TerminationLog != "/var/log/edge/termination.log" {
+					t.Fatalf("layout %+v", o.layout)
+				}
+				exe, _ := os.Executable()
+				if o.binary != exe || !filepath.IsAbs(o.binary) {
+					t.Fatalf("binary %q, want this executable %q", o.binary, exe)
+				}
+			},
+		},
+		{
+			name: "lists and repeated args",
+			args: []string{"--namespace=n", "--configmaps=a,b", "--configmaps=c", "--optional-secrets=s",
+				"--proxy-arg=--upstreams=a,b", "--proxy-arg=--x", "--monitor-arg=--timeout=1s", "--binary=bin/revgate"},
+			check: func(t *testing.T, o *installOptions) {
+				if !reflect.DeepEqual(o.configMaps, []string{"a", "b", "c"}) || !reflect.DeepEqual(o.optionalSecrets, []string{"s"}) {
+					t.Fatalf("configmaps %v optional secrets %v", o.configMaps, o.optionalSecrets)
+				}
+				if !reflect.DeepEqual(o.proxyArgs, []string{"--upstreams=a,b", "--x"}) || !reflect.DeepEqual(o.monitorArgs, []string{"--timeout=1s"}) {
+					t.Fatalf("proxy args %v monitor args %v", o.proxyArgs, o.monitorArgs)
+				}
+				if !filepath.IsAbs(o.binary) || !strings.HasSuffix(o.binary, "/bin/revgate") {
+					t.Fatalf("binary %q not made absolute", o.binary)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := &installOptions{}
+			cmd := &cobra.Command{}
+			o.addFlags(cmd)
+			if err := cmd.Flags().Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			err := o.validate()
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("want an error containing %q, got %v", tt.wantErr, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, o)
+		})
+	}
+}
+
+// runCommand runs a subcommand of rootCmd with args and returns its output.
+func runCommand(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	rootCmd.SetOut(&out)
+	rootCmd.SetErr(&out)
+	rootCmd.SetArgs(args)
+	defer rootCmd.SetArgs(nil)
+	err := rootCmd.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+func layoutFlags(l revisions.Layout) []string {
+	return []string{"--target=" + l.Target, "--resource-dir=" + l.ResourceDir, "--manifests-dir=" + l.ManifestsDir, "--lock-file=" + l.LockFile}
+}
+
+// TestInstallAndPruneCommands installs through the command with the gateway's
+// validator wired in: a configuration with an error is refused and nothing is
+// written, a good one is installed and published, and prune keeps --keep.
+func TestInstallAndPruneCommands(t *testing.T) {
+	root := t.TempDir()
+	l := revisions.Layout{
+		Target: "gw", ResourceDir: filepath.Join(root, "res"), ManifestsDir: filepath.Join(root, "man"),
+		LockFile: filepath.Join(root, "gw.lock"), TerminationLog: filepath.Join(root, "log", "termination.log"),
+	}.Defaulted()
+
+	bad := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(bad, "secrets", "tls"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bad, "secrets", "tls", "tls.key"), []byte("not a key"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCommand(t, append([]string{"install", "--source-dir=" + bad, "--termination-log=" + l.TerminationLog}, layoutFlags(l)...)...)
+	if err == nil || !strings.Contains(err.Error(), "secrets/tls") {
+		t.Fatalf("bad configuration: want a refusal naming secrets/tls, got %v\n%s", err, out)
+	}
+	if _, err := os.Stat(l.ResourceDir); !os.IsNotExist(err) {
+		t.Fatalf("refused configuration wrote something: %v", err)
+	}
+
+	good := t.TempDir()
+	svc := "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: default\nspec:\n  ports:\n  - port: 80\n"
+	if err := os.WriteFile(filepath.Join(good, "web.yaml"), []byte(svc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 4; i++ {
+		out, err := runCommand(t, append([]string{"install", "--source-dir=" + good, "--termination-log=" + l.TerminationLog,
+			"--binary=/usr/bin/revgate", "--proxy-arg=--fallback=backfill"}, layoutFlags(l)...)...)
+		if err != nil {
+			t.Fatalf("install %d: %v\n%s", i, err, out)
+		}
+		if !strings.Contains(out, fmt.Sprintf("revision %d published", i)) {
+			t.Fatalf("install %d output: %s", i, out)
+		}
+	}
+	n, err := installertest.Check(l, installertest.Files{"configmaps/config/web.yaml": []byte(svc)})
+	if err != nil || n != 4 {
+		t.Fatalf("published %d: %v", n, err)
+	}
+	pod, _ := os.ReadFile(l.PublishedPodManifest())
+	for _, want := range []string{"- /usr/bin/revgate", "- --fallback=backfill", "- --termination-log=" + l.TerminationLog} {
+		if !strings.Contains(string(pod), want) {
+			t.Errorf("published manifest lacks %q", want)
+		}
+	}
+
+	out, err = runCommand(t, append([]string{"prune", "--keep=2"}, layoutFlags(l)...)...)
+	if err != nil || !strings.Contains(out, "removed revision 1") || !strings.Contains(out, "removed revision 2") {
+		t.Fatalf("prune: %v\n%s", err, out)
+	}
+	listing, err := l.List(revisions.OS())
+	if err != nil || !reflect.DeepEqual(listing.Revisions, []int{3, 4}) {
+		t.Fatalf("after prune %v %v", listing.Revisions, err)
+	}
+}
+
+func TestPruneFlags(t *testing.T) {
+	cmd := newPruneCommand()
+	for name, def := range map[string]string{"keep": "3", "target": "revgate", "resource-dir": "/etc/kubernetes/static-pod-resources",
+		"manifests-dir": "/etc/kubernetes/manifests", "lock-file": "", "lock-timeout": "2m0s", "dry-run": "false"} {
+		f := cmd.Flags().Lookup(name)
+		if f == nil || f.DefValue != def {
+			t.Errorf("--%s: %+v, want default %q", name, f, def)
+		}
+	}
+	o := &pruneOptions{}
+	c := &cobra.Command{}
+	o.addFlags(c)
+	if err := c.Flags().Parse([]string{"--keep=-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.validate(); err == nil || !strings.Contains(err.Error(), "--keep") {
+		t.Fatalf("negative keep: %v", err)
+	}
+}
