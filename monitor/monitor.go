@@ -326,7 +326,8 @@ func (m *Monitor) resume(ctx context.Context) (bool, error) {
 		lkg, err := m.opts.Layout.LastKnownGood(m.fs)
 		if err == nil && lkg == m.opts.Revision {
 			m.log.Info("revision already recorded good; removing the monitor manifest")
-			return true, m.withLock(ctx, m.removeOwnManifest)
+			err := m.withLock(ctx, m.removeOwnManifest)
+			return err == nil, err
 		}
 	case rs.Outcome == revisions.OutcomeFailed && rs.NextRetry != nil:
 		m.phase = phaseRetryPending
