@@ -826,17 +826,29 @@ func (e *env) startGood() *upstream {
 type loadResult struct {
 	total, failed int
 	firstErrors   []string
-	bodies        map[string]int
+	// bodies counts successful answers by the upstream that gave them.
+	bodies map[string]int
+	// statuses counts failed answers by HTTP status; the other failures
+	// are connection errors.
+	statuses map[int]int
 }
 
 // load hammers the gateway from a few goroutines until stop is closed.
 func (e *env) load(workers int, stop <-chan struct{}) <-chan loadResult {
 	out := make(chan loadResult, 1)
 	var mu sync.Mutex
-	res := loadResult{bodies: map[string]int{}}
+	res := loadResult{bodies: map[string]int{}, statuses: map[int]int{}}
 	var wg sync.WaitGroup
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
+	// Half the clients reuse connections, half open one per request: the
+	// latter find out whether a connection queued on a closing listener is
+	// lost.
+	reuse := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
+	fresh := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	for i := 0; i < workers; i++ {
+		client := reuse
+		if i%2 == 1 {
+			client = fresh
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -850,15 +862,20 @@ func (e *env) load(workers int, stop <-chan struct{}) <-chan loadResult {
 				req.Host = gatewayHost
 				resp, err := client.Do(req)
 				var body []byte
+				status := 0
 				if err == nil {
 					body, err = io.ReadAll(resp.Body)
 					resp.Body.Close()
 					if err == nil && resp.StatusCode != http.StatusOK {
+						status = resp.StatusCode
 						err = fmt.Errorf("status %d: %s", resp.StatusCode, bytes.TrimSpace(body))
 					}
 				}
 				mu.Lock()
 				res.total++
+				if status != 0 {
+					res.statuses[status]++
+				}
 				if err != nil {
 					res.failed++
 					if len(res.firstErrors) < 5 {
@@ -873,7 +890,7 @@ func (e *env) load(workers int, stop <-chan struct{}) <-chan loadResult {
 	}
 	go func() {
 		wg.Wait()
-		client.CloseIdleConnections()
+		reuse.CloseIdleConnections()
 		out <- res
 	}()
 	return out
