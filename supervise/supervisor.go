@@ -16,10 +16,27 @@
 //     startup monitor therefore sees "the new revision never started".
 //   - A removed manifest stops its pod only if the file is still absent after
 //     Options.RemoveDelay, so "remove, then write" is an update.
+//   - A container without readinessProbe counts as ready once it has run
+//     for Options.ReadyWithoutProbeAfter (1s); only then does it replace the
+//     old pod.
+//   - A new pod that never gets ready never stops the old one: the old one
+//     keeps running (there is no give-up timeout; a startup monitor decides
+//     to fall back), and a newer manifest replaces the pending pod.
 //   - Images, volumes, resources, securityContext, init containers and
 //     startup probes are ignored; env valueFrom and envFrom are ignored with
 //     a log line. Readiness and liveness probes are supported (httpGet,
 //     tcpSocket, exec).
+//
+// While an old and a new process share a port, a probe connection may be
+// accepted by either. Network probes therefore check, before closing the
+// connection, which process holds its server side (/proc/net/tcp and the
+// socket inodes under /proc/<pid>/fd of the probed process group); an answer
+// from another process is not counted and the probe retries on a new
+// connection.
+//
+// Crash safety: processes get Pdeathsig SIGTERM, so a SIGKILLed supervisor
+// takes its pods along; when restarted it starts what the manifests say and
+// has nothing else to clean up.
 package supervise
 
 import (
