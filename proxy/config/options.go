@@ -1,9 +1,3 @@
-// Package config turns configuration files on disk into a translated
-// model.Snapshot: it loads Kubernetes objects (Ingress, IngressClass, Service,
-// EndpointSlice, TLS Secret, Contour IngressRoute) from revision folders or
-// plain folders, translates them into routes, backends and certificates, and
-// applies object-level fallback so that one broken object never takes the
-// rest of the configuration down with it.
 package config
 
 import (
