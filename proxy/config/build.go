@@ -23,7 +23,9 @@ import (
 //     last-known-good revision where that version was itself served, together
 //     with what it needs from there (a Service, EndpointSlices, a Secret, an
 //     IngressClass or a delegated IngressRoute that the current revision no
-//     longer has in a usable state). Objects absent there stay excluded.
+//     longer has in a usable state). Objects absent there stay excluded. An
+//     IngressRoute cut off only because its delegating parents went keeps its
+//     current (valid, newer) version once a parent is served again.
 //   - off: only the broken objects are left out; an object that cannot be
 //     translated without one of them gets an error of its own. The data plane
 //     fails readiness while Snapshot.Errors() is non-empty.
@@ -160,7 +162,7 @@ func (b *builder) build(cur *store, loadProblems []model.Problem) *model.Snapsho
 	problems := append([]model.Problem(nil), loadProblems...)
 	problems = append(problems, r1.problems...)
 	if mode == model.FallbackBackfill && len(f.removed) > 0 {
-		if p := b.backfill(cur, f); p != nil {
+		if p := b.backfill(cur, g1, f); p != nil {
 			problems = append(problems, *p)
 		}
 	}
@@ -252,20 +254,20 @@ func assemble(cur *store, f *fallbackState) *store {
 // backfill loads the last-known-good revision and picks the versions of
 // removed objects that were served there, with what they need. It returns a
 // warning when there is nothing to backfill from.
-func (b *builder) backfill(cur *store, f *fallbackState) *model.Problem {
+func (b *builder) backfill(cur *store, g1 *graph, f *fallbackState) *model.Problem {
 	dir, err := b.lastKnownGoodDir()
 	if err == nil {
 		var lkg *store
 		lkg, _, err = b.fs.load([]string{dir}, b.opts.Namespace)
 		if err == nil {
-			b.backfillFrom(cur, lkg, f)
+			b.backfillFrom(cur, lkg, g1, f)
 			return nil
 		}
 	}
 	return &model.Problem{Message: fmt.Sprintf("nothing backfilled: %v", err), Severity: model.SeverityWarning}
 }
 
-func (b *builder) backfillFrom(cur, lkg *store, f *fallbackState) {
+func (b *builder) backfillFrom(cur, lkg *store, g1 *graph, f *fallbackState) {
 	rl := translate(b.opts, lkg, nil, false)
 	gl := newGraph(rl.deps)
 	bad := map[model.ObjectRef]bool{}
@@ -283,13 +285,13 @@ func (b *builder) backfillFrom(cur, lkg *store, f *fallbackState) {
 		lo.lkg = true
 		return lo
 	}
-	var queue []model.ObjectRef
 	for _, r := range sortedRefs(f.removed) {
 		if lo := usable(r); lo != nil {
 			f.backfilled[r] = lo
-			queue = append(queue, r)
 		}
 	}
+	b.restoreDelegated(g1, f)
+	queue := sortedRefs(f.backfilled)
 	for len(queue) > 0 {
 		x := queue[0]
 		queue = queue[1:]
@@ -318,6 +320,30 @@ func (b *builder) backfillFrom(cur, lkg *store, f *fallbackState) {
 					f.causes[n] = mergeRefs(f.causes[n], f.causesOf(x))
 				}
 				queue = append(queue, n)
+			}
+		}
+	}
+}
+
+// restoreDelegated keeps the current version of an IngressRoute that was cut
+// off only because its delegating parents went, once one of those parents is
+// served again (backfilled, or itself restored): the current version is valid
+// and newer than the last-known-good one.
+func (b *builder) restoreDelegated(g1 *graph, f *fallbackState) {
+	for changed := true; changed; {
+		changed = false
+		for _, r := range sortedRefs(f.removed) {
+			if r.Kind != kindIngressRoute || f.broken[r] != "" || !g1.onlyByDelegation(r, f.removed) {
+				continue
+			}
+			for _, p := range g1.parents[r] {
+				if f.backfilled[p] != nil || !f.removed[p] {
+					delete(f.removed, r)
+					delete(f.causes, r)
+					delete(f.backfilled, r)
+					changed = true
+					break
+				}
 			}
 		}
 	}
