@@ -104,6 +104,33 @@ func TestLoadDocuments(t *testing.T) {
 	}
 }
 
+func TestDuplicateObjectDoesNotShadowTheFirst(t *testing.T) {
+	crt, key := genCert(t, "foo.com")
+	dir := t.TempDir()
+	ing := ingress("default", "ing", "foo.com", "Prefix / web 80") + "  tls:\n  - secretName: s\n"
+	writeFiles(t, dir, map[string]string{
+		"a.yaml": webSvc + "---\n" + tlsSecretYAML("s", crt, key) + "---\n" + ing,
+		"b.yaml": webSvc + "---\n" + tlsSecretYAML("s", crt, key),
+	})
+	snap, err := Build(Options{Dirs: []string{dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Errors()) != 0 || len(snap.Routes) != 1 || len(snap.Certificates) != 1 {
+		t.Fatalf("routes %d certs %d:\n%s", len(snap.Routes), len(snap.Certificates), dumpProblems(snap))
+	}
+	var statuses []string
+	for _, s := range snap.Objects {
+		if s.Object.Kind == "Service" || s.Object.Kind == "Secret" {
+			statuses = append(statuses, filepath.Base(s.File)+":"+s.Object.Kind+":"+string(s.Status))
+		}
+	}
+	sortStrings(statuses)
+	if got := strings.Join(statuses, ","); got != "a.yaml:Secret:valid,a.yaml:Service:valid,b.yaml:Secret:ignored,b.yaml:Service:ignored" {
+		t.Fatalf("statuses %s", got)
+	}
+}
+
 func sortStrings(s []string) {
 	for i := 1; i < len(s); i++ {
 		for j := i; j > 0 && s[j] < s[j-1]; j-- {

@@ -94,10 +94,10 @@ func translate(opts Options, st *store, gone map[model.ObjectRef]string, strictG
 	}
 	objs := make([]*object, 0, len(st.byRef))
 	for _, o := range st.objects {
+		// Objects the loader ignored (unknown kinds, duplicates) keep their
+		// reason on the object: a duplicate shares its reference with the
+		// object that is used.
 		if o.obj == nil || o.ignored != "" {
-			if o.ignored != "" {
-				t.out.ignored[o.ref] = o.ignored
-			}
 			continue
 		}
 		objs = append(objs, o)
