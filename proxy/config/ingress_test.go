@@ -2,6 +2,7 @@ package config
 
 import (
 	"crypto/tls"
+	"encoding/base64"
 	"slices"
 	"strings"
 	"testing"
@@ -301,6 +302,7 @@ func TestIngressTLS(t *testing.T) {
 		ingressSts model.Status
 	}{
 		{name: "hosts default to rule hosts", docs: []string{tlsSecretYAML("good", crt, key), tlsIngress("good")}, wantHosts: []string{"foo.com"}},
+		{name: "base64 data", docs: []string{"apiVersion: v1\nkind: Secret\nmetadata:\n  name: good\ntype: kubernetes.io/tls\ndata:\n  tls.crt: " + base64.StdEncoding.EncodeToString([]byte(crt)) + "\n  tls.key: " + base64.StdEncoding.EncodeToString([]byte(key)) + "\n", tlsIngress("good", "FOO.com")}, wantHosts: []string{"foo.com"}},
 		{name: "wildcard host covered by wildcard name", docs: []string{tlsSecretYAML("good", crt, key), tlsIngress("good", `"*.wild.com"`)}, wantHosts: []string{"*.wild.com"}},
 		{name: "missing secret", docs: []string{tlsIngress("nope")}, errKind: "Ingress", errName: "ing", errField: "spec.tls[0].secretName", errMsg: "secret default/nope not found", ingressSts: model.StatusInvalid},
 		{name: "wrong type", docs: []string{opaque, tlsIngress("opaque")}, errKind: "Ingress", errName: "ing", errField: "spec.tls[0].secretName", errMsg: `type "Opaque"`, ingressSts: model.StatusInvalid},
