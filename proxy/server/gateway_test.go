@@ -559,3 +559,54 @@ func (h *hostClient) Get(u string) (*http.Response, error) {
 	req.Host = h.host
 	return h.c.Do(req)
 }
+
+func TestCanaryEndToEnd(t *testing.T) {
+	a, b := newEcho(t, "primary"), newEcho(t, "canary")
+	sb := newSnapshot()
+	pct := 30.0
+	c := single("c", sb.backend("ns/a:80", addrOf(a)))
+	c.Canary = &model.Canary{Backend: sb.backend("ns/b:80", addrOf(b)), Percentage: &pct, Steps: 100,
+		Hash: model.CanaryHashConsumer, ConsumerHeader: "X-Consumer-ID", OverrideHeader: "X-Canary"}
+	sb.route("", "/", model.PathPrefix, c)
+	g, _ := runGateway(t, sb.s, Options{})
+	served := func(hdr map[string]string) string {
+		_, h, _ := get(t, nil, url(g, "http", "/"), "x", hdr)
+		return h.Get("X-Upstream")
+	}
+	if got := served(map[string]string{"X-Canary": "always"}); got != "canary" {
+		t.Errorf("override always went to %s", got)
+	}
+	if got := served(map[string]string{"X-Canary": "never", "X-Consumer-ID": "u1"}); got != "primary" {
+		t.Errorf("override never went to %s", got)
+	}
+	canary := 0
+	const users = 400
+	for i := 0; i < users; i++ {
+		id := map[string]string{"X-Consumer-ID": fmt.Sprintf("user-%d", i)}
+		first := served(id)
+		if served(id) != first {
+			t.Fatalf("user-%d flip-flops", i)
+		}
+		if first == "canary" {
+			canary++
+		}
+	}
+	// 400 users at 30%: the standard deviation is 2.3%; allow 8%.
+	if share := float64(canary) / users; share < 0.22 || share > 0.38 {
+		t.Errorf("canary share %.3f, want 0.30 ± 0.08", share)
+	}
+}
+
+func TestWatchdog(t *testing.T) {
+	clk := newFakeClock()
+	n := &recordingNotifier{}
+	runGateway(t, newSnapshot().s, Options{Clock: clk, Notifier: n, WatchdogInterval: 10 * time.Second})
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(n.all(), "WATCHDOG=1") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no watchdog ping: %q", n.all())
+		}
+		clk.Advance(10 * time.Second)
+		time.Sleep(5 * time.Millisecond)
+	}
+}

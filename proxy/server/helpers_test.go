@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/revgate/revgate/proxy/clock"
 	"github.com/revgate/revgate/proxy/model"
 )
 
@@ -178,3 +179,5 @@ func selfSigned(t testing.TB, hosts ...string) *tls.Certificate {
 	leaf, _ := x509.ParseCertificate(der)
 	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
 }
+
+func newFakeClock() *clock.Fake { return clock.NewFake(time.Unix(1_000_000, 0)) }

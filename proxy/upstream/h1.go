@@ -173,7 +173,10 @@ func (c *h1Client) exchange(ctx context.Context, pc *h1Conn, req *http.Request) 
 			break
 		}
 	}
-	if c.responseHeaderTimeout > 0 {
+	// Lift the header deadline for the body, unless the body is already
+	// buffered whole: then no read is left, and the next exchange sets its
+	// own deadline (this saves a timer update per small response).
+	if c.responseHeaderTimeout > 0 && (resp.ContentLength < 0 || int64(pc.br.Buffered()) < resp.ContentLength) {
 		pc.c.SetReadDeadline(time.Time{})
 	}
 	resp.Body = &h1Body{rc: resp.Body, pc: pc, client: c, reusable: !resp.Close, stop: stop}
