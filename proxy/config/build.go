@@ -62,6 +62,15 @@ func Validate(opts Options) ([]model.Problem, error) {
 type builder struct {
 	opts Options
 	fs   fileSystem
+	// now is the clock certificates are checked against; time.Now when nil.
+	now func() time.Time
+}
+
+func (b *builder) clock() time.Time {
+	if b.now == nil {
+		return time.Now()
+	}
+	return b.now()
 }
 
 // lastKnownGoodDir resolves the revision folder used for backfill.
@@ -143,7 +152,7 @@ const maxRounds = 16
 
 func (b *builder) build(cur *store, loadProblems []model.Problem) *model.Snapshot {
 	mode := b.opts.Fallback
-	r1 := translate(b.opts, cur, nil, false)
+	r1 := translate(b.opts, b.clock(), cur, nil, false)
 	g1 := newGraph(r1.deps)
 	f := &fallbackState{
 		broken:     map[model.ObjectRef]string{},
@@ -174,7 +183,7 @@ func (b *builder) build(cur *store, loadProblems []model.Problem) *model.Snapsho
 				gone[r] = f.goneReason(r)
 			}
 		}
-		rf = translate(b.opts, assemble(cur, f), gone, mode == model.FallbackOff)
+		rf = translate(b.opts, b.clock(), assemble(cur, f), gone, mode == model.FallbackOff)
 		problems = appendNew(problems, rf.problems, f.backfilled)
 		if len(rf.broken) == 0 || round == maxRounds {
 			break
@@ -268,7 +277,7 @@ func (b *builder) backfill(cur *store, g1 *graph, f *fallbackState) *model.Probl
 }
 
 func (b *builder) backfillFrom(cur, lkg *store, g1 *graph, f *fallbackState) {
-	rl := translate(b.opts, lkg, nil, false)
+	rl := translate(b.opts, b.clock(), lkg, nil, false)
 	gl := newGraph(rl.deps)
 	bad := map[model.ObjectRef]bool{}
 	for r := range rl.broken {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/revgate/revgate/proxy/model"
 )
@@ -328,6 +329,40 @@ func TestIngressTLS(t *testing.T) {
 			c := snap.Certificates[0]
 			if !slices.Equal(c.Hosts, tt.wantHosts) || c.MinVersion != tls.VersionTLS12 || c.Certificate == nil || c.Certificate.Leaf == nil || c.Secret.Name != "good" {
 				t.Fatalf("certificate %+v", c)
+			}
+		})
+	}
+}
+
+func TestCertificateExpiryWarning(t *testing.T) {
+	crt, key := genCert(t, "foo.com")
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"a.yaml": webSvc + "---\n" + tlsSecretYAML("s", crt, key) + "---\n" + ingress("default", "ing", "foo.com", "Prefix / web 80") + "  tls:\n  - secretName: s\n"})
+	st, probs, err := osFS.load([]string{dir}, "default")
+	if err != nil || len(probs) != 0 {
+		t.Fatal(err, probs)
+	}
+	for _, tt := range []struct {
+		name string
+		at   time.Time
+		want string
+	}{
+		{"valid", time.Now(), ""},
+		{"expired", time.Now().Add(48 * time.Hour), "certificate expired at"},
+		{"not yet valid", time.Now().Add(-48 * time.Hour), "certificate not valid before"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := &builder{opts: Options{Dirs: []string{dir}, IngressClass: "revgate", Namespace: "default", Fallback: model.FallbackExclude}, now: func() time.Time { return tt.at }}
+			snap := b.build(st, nil)
+			if len(snap.Certificates) != 1 {
+				t.Fatalf("certificate not served:\n%s", dumpProblems(snap))
+			}
+			got := hasProblem(snap, model.SeverityWarning, "Secret", "s", "data[tls.crt]", tt.want)
+			if tt.want == "" {
+				got = len(snap.Problems) == 0
+			}
+			if !got {
+				t.Fatalf("want %q:\n%s", tt.want, dumpProblems(snap))
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -54,6 +55,8 @@ type irOutcome struct {
 // referring object.
 type translator struct {
 	opts Options
+	// now is when certificates are checked for expiry.
+	now  time.Time
 	st   *store
 	gone map[model.ObjectRef]string
 	// strictGone (--fallback=off) makes a reference to a gone object an error
@@ -75,9 +78,10 @@ type routeCand struct {
 	field string
 }
 
-func translate(opts Options, st *store, gone map[model.ObjectRef]string, strictGone bool) *translation {
+func translate(opts Options, now time.Time, st *store, gone map[model.ObjectRef]string, strictGone bool) *translation {
 	t := &translator{
 		opts:       opts,
+		now:        now,
 		st:         st,
 		gone:       gone,
 		strictGone: strictGone,
@@ -238,6 +242,12 @@ func (t *translator) secret(o *object, s *corev1.Secret) {
 			return
 		}
 		cert.Leaf = leaf
+	}
+	// An expired certificate is still served (clients decide), but said.
+	if l := cert.Leaf; t.now.After(l.NotAfter) {
+		t.warnf(o, "data[tls.crt]", "certificate expired at %s", l.NotAfter.UTC().Format(time.RFC3339))
+	} else if t.now.Before(l.NotBefore) {
+		t.warnf(o, "data[tls.crt]", "certificate not valid before %s", l.NotBefore.UTC().Format(time.RFC3339))
 	}
 	t.secrets[o.ref] = &cert
 }
