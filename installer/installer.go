@@ -205,6 +205,13 @@ func (in *Installer) install(cfg *Config) (*Result, error) {
 		}
 	}
 
+	// Read the state before writing anything, so that an unreadable state
+	// file refuses the install rather than leave an unrecorded revision.
+	state, err := revisions.LoadState(f, l.StateFile())
+	if err != nil {
+		return nil, err
+	}
+
 	now := in.Now()
 	pod, err := Marshal(OperandPod(l, rev, in.Render, now))
 	if err != nil {
@@ -233,27 +240,24 @@ func (in *Installer) install(cfg *Config) (*Result, error) {
 	log.Info("revision written", "dir", dir)
 	in.step("revision-written")
 
-	err = revisions.UpdateState(f, l.StateFile(), func(s *revisions.State) error {
-		for n, r := range s.Revisions {
-			if n < rev && r.NextRetry != nil {
-				log.Info("newer revision supersedes a pending retry", "superseded", n)
-				r.Outcome = revisions.OutcomeSuperseded
-				r.NextRetry = nil
-			}
+	for n, r := range state.Revisions {
+		if n < rev && r.NextRetry != nil {
+			log.Info("newer revision supersedes a pending retry", "superseded", n)
+			r.Outcome = revisions.OutcomeSuperseded
+			r.NextRetry = nil
 		}
-		attempts := 0
-		if !in.NoPublish {
-			attempts = 1
-		}
-		s.Revisions[rev] = &revisions.RevisionState{
-			Revision:    rev,
-			Outcome:     revisions.OutcomeInstalled,
-			Attempts:    attempts,
-			InstalledAt: now.UTC(),
-		}
-		return nil
-	})
-	if err != nil {
+	}
+	attempts := 0
+	if !in.NoPublish {
+		attempts = 1
+	}
+	state.Revisions[rev] = &revisions.RevisionState{
+		Revision:    rev,
+		Outcome:     revisions.OutcomeInstalled,
+		Attempts:    attempts,
+		InstalledAt: now.UTC(),
+	}
+	if err := revisions.SaveState(f, l.StateFile(), state); err != nil {
 		return nil, fmt.Errorf("record revision %d: %w", rev, err)
 	}
 	in.step("state-written")

@@ -363,6 +363,12 @@ func TestInstallFaultAtEveryStep(t *testing.T) {
 			if err == nil && (res.Revision != 2 || published != 2) {
 				t.Fatalf("mode %d fault %d (%s): no error but published %d", mode, n, j.Hit(), published)
 			}
+			if mode == fsfault.Once && err != nil {
+				// A failed install cleans up after itself.
+				if terr := noTemps(l); terr != nil {
+					t.Fatalf("once fault %d (%s): %v", n, j.Hit(), terr)
+				}
+			}
 			if lkg, err := l.Defaulted().LastKnownGood(revisions.OS()); err != nil || lkg != 1 {
 				t.Fatalf("mode %d fault %d: last-known-good %d %v", mode, n, lkg, err)
 			}
@@ -374,15 +380,38 @@ func TestInstallFaultAtEveryStep(t *testing.T) {
 			if published, err := installertest.Check(l, exampleFiles); err != nil || published != res.Revision {
 				t.Fatalf("mode %d fault %d: after recovery published %d of %d: %v", mode, n, published, res.Revision, err)
 			}
-			for _, dir := range []string{l.ResourceDir, l.ManifestsDir} {
-				es, _ := os.ReadDir(dir)
-				for _, e := range es {
-					if revisions.IsTempName(e.Name()) {
-						t.Fatalf("mode %d fault %d: temp %s left after recovery", mode, n, e.Name())
-					}
-				}
+			if err := noTemps(l); err != nil {
+				t.Fatalf("mode %d fault %d: after recovery: %v", mode, n, err)
 			}
 		}
+	}
+}
+
+func noTemps(l revisions.Layout) error {
+	for _, dir := range []string{l.ResourceDir, l.ManifestsDir} {
+		es, _ := os.ReadDir(dir)
+		for _, e := range es {
+			if revisions.IsTempName(e.Name()) {
+				return fmt.Errorf("temp %s left in %s", e.Name(), dir)
+			}
+		}
+	}
+	return nil
+}
+
+func TestInstallRefusesCorruptState(t *testing.T) {
+	l := testLayout(t)
+	if err := os.MkdirAll(l.ResourceDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(l.Defaulted().StateFile(), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newInstaller(l, &installer.LocalSource{Dir: sourceDir(t, exampleSource)}).Run(context.Background()); err == nil {
+		t.Fatal("installed over an unreadable state file")
+	}
+	if got, _ := l.Defaulted().List(revisions.OS()); len(got.Revisions) != 0 {
+		t.Fatalf("revisions written: %v", got.Revisions)
 	}
 }
 
