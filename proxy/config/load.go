@@ -138,25 +138,25 @@ func (f fileSystem) load(dirs []string, namespace string) (*store, []model.Probl
 // revision folder; top-level files (pod manifests) are not configuration.
 func (f fileSystem) loadRevision(st *store, dir, namespace string, problems *[]model.Problem) error {
 	cms := filepath.Join(dir, "configmaps")
-	if names, err := f.subdirs(cms); err != nil {
+	names, err := f.subdirs(cms)
+	if err != nil {
 		return err
-	} else {
-		for _, name := range names {
-			keys, err := f.readDir(filepath.Join(cms, name))
-			if err != nil {
-				*problems = append(*problems, fileProblem(filepath.Join(cms, name), fmt.Sprintf("read configmap folder: %v", err)))
+	}
+	for _, name := range names {
+		keys, err := f.readDir(filepath.Join(cms, name))
+		if err != nil {
+			*problems = append(*problems, fileProblem(filepath.Join(cms, name), fmt.Sprintf("read configmap folder: %v", err)))
+			continue
+		}
+		for _, k := range keys {
+			if strings.HasPrefix(k.Name(), ".") || k.IsDir() {
 				continue
 			}
-			for _, k := range keys {
-				if strings.HasPrefix(k.Name(), ".") || k.IsDir() {
-					continue
-				}
-				f.loadFile(st, filepath.Join(cms, name, k.Name()), namespace, problems)
-			}
+			f.loadFile(st, filepath.Join(cms, name, k.Name()), namespace, problems)
 		}
 	}
 	secs := filepath.Join(dir, "secrets")
-	names, err := f.subdirs(secs)
+	names, err = f.subdirs(secs)
 	if err != nil {
 		return err
 	}
