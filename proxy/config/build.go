@@ -175,8 +175,9 @@ func (b *builder) build(cur *store, loadProblems []model.Problem) *model.Snapsho
 			problems = append(problems, *p)
 		}
 	}
-	var rf *translation
-	for round := 0; ; round++ {
+	rf := r1
+	// Nothing removed: the first translation is what is served.
+	for round := 0; len(f.removed) > 0; round++ {
 		gone := map[model.ObjectRef]string{}
 		for r := range f.removed {
 			if f.backfilled[r] == nil {
