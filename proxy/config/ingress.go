@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"fmt"
 	"sort"
 	"strconv"
@@ -199,7 +200,7 @@ func (t *translator) ingress(o *object, ing *networkingv1.Ingress, blocked bool)
 			t.warnf(o, field, "covers no host; ignored")
 			continue
 		}
-		certs = append(certs, model.Certificate{Hosts: hosts, Certificate: cert, MinVersion: tlsVersion12, Secret: sref, Source: o.ref})
+		certs = append(certs, model.Certificate{Hosts: hosts, Certificate: cert, MinVersion: tls.VersionTLS12, Secret: sref, Source: o.ref})
 	}
 	if len(ing.Spec.Rules) == 0 && ing.Spec.DefaultBackend == nil {
 		t.warnf(o, "spec", "no rules and no defaultBackend: serves nothing")
@@ -223,9 +224,6 @@ func hasError(ps []model.Problem) bool {
 	}
 	return false
 }
-
-// tlsVersion12 is revgate's minimum TLS version.
-const tlsVersion12 = 0x0303
 
 func clusterName(src model.ObjectRef, host, path string, pt model.PathType) string {
 	return src.String() + "/" + host + path + "/" + string(pt)

@@ -357,6 +357,7 @@ func decodeObject(st *store, path, where string, js []byte, namespace string, pr
 		var m struct {
 			Metadata metav1.ObjectMeta `json:"metadata"`
 		}
+		// Best effort: the name only labels the warning.
 		_ = kjson.UnmarshalCaseSensitivePreserveInts(js, &m)
 		if tm.Kind == "" {
 			*problems = append(*problems, fileProblem(path, where+": no kind"))
