@@ -202,6 +202,8 @@ func TestHealthChecks(t *testing.T) {
 	}
 }
 
+// TestHealthCheckDownUpstream drives a real upstream process-like server
+// through down → up → down → up, on a short real interval.
 func TestHealthCheckDownUpstream(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -210,28 +212,33 @@ func TestHealthCheckDownUpstream(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close() // nothing listens there now
 	b := backend("ns/down:80", addr)
-	b.HealthCheck = &model.HealthCheck{Path: "/healthz", Host: "hc.local", Interval: 20 * time.Millisecond, Timeout: 200 * time.Millisecond}
+	b.HealthCheck = &model.HealthCheck{Path: "/healthz", Host: "hc.local", Interval: 20 * time.Millisecond, Timeout: 200 * time.Millisecond,
+		UnhealthyThreshold: 2, HealthyThreshold: 2}
 	p := NewPool(b, TransportOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { p.RunHealthChecks(ctx, clock.Real{}, slog.New(slog.DiscardHandler)); close(done) }()
-	time.Sleep(100 * time.Millisecond)
+	defer func() { cancel(); <-done }()
+	waitFor(t, "a few failed checks", func() bool { return p.checks.Load() >= 3 })
 	if p.HasHealthy() {
-		t.Error("endpoint without a server became healthy")
+		t.Fatal("endpoint without a server became healthy")
 	}
-	// Bring a server up on that address: it becomes healthy (start-up rule).
-	l2, err := net.Listen("tcp", addr)
-	if err != nil {
-		cancel()
-		<-done
-		t.Skipf("address taken meanwhile: %v", err)
+	serve := func() *http.Server {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Skipf("address taken meanwhile: %v", err)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})}
+		go srv.Serve(l)
+		return srv
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})}
-	go srv.Serve(l2)
+	srv := serve()
+	waitFor(t, "healthy after the server came up", p.HasHealthy)
+	srv.Close()
+	waitFor(t, "unhealthy after the server went down", func() bool { return !p.HasHealthy() })
+	srv = serve()
 	defer srv.Close()
-	waitFor(t, "endpoint healthy after the server came up", p.HasHealthy)
-	cancel()
-	<-done
+	waitFor(t, "healthy again after the server came back", p.HasHealthy)
 }
 
 func pct(v float64) *float64 { return &v }
