@@ -33,6 +33,15 @@ func (e *ValidationError) Error() string {
 
 func (e *ValidationError) Unwrap() error { return e.Err }
 
+// EventSink records a Kubernetes Event about the target's operand (in
+// revgate, the mirror pod; the monitor's MirrorPod satisfies it).
+type EventSink interface {
+	Emit(ctx context.Context, eventType, reason, message string) error
+}
+
+// EventRevisionInstalled is the reason of the Event recorded after an install.
+const EventRevisionInstalled = "RevisionInstalled"
+
 // Installer writes one revision. Zero values of optional fields take their
 // defaults.
 type Installer struct {
@@ -54,6 +63,9 @@ type Installer struct {
 	LockTimeout time.Duration
 	// NoPublish writes the revision without publishing its manifests.
 	NoPublish bool
+	// Events, when set, records an Event after a successful install; a
+	// failure to record it is logged, not fatal.
+	Events EventSink
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Logger; default slog.Default().
@@ -139,6 +151,15 @@ func (in *Installer) Run(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	res.Warnings = warnings
+	if in.Events != nil {
+		msg := fmt.Sprintf("revision %d installed in %s", res.Revision, res.Dir)
+		if res.Published {
+			msg = fmt.Sprintf("revision %d installed in %s and published", res.Revision, res.Dir)
+		}
+		if err := in.Events.Emit(ctx, "Normal", EventRevisionInstalled, msg); err != nil {
+			in.Logger.Warn("recording the install event failed", "revision", res.Revision, "err", err)
+		}
+	}
 	return res, nil
 }
 

@@ -480,3 +480,42 @@ func TestRacingInstallers(t *testing.T) {
 		t.Fatalf("published %d, want the highest %d", published, workers*rounds)
 	}
 }
+
+type recordedEvent struct{ typ, reason, msg string }
+
+type eventRecorder struct {
+	events []recordedEvent
+	err    error
+}
+
+func (r *eventRecorder) Emit(_ context.Context, typ, reason, msg string) error {
+	r.events = append(r.events, recordedEvent{typ, reason, msg})
+	return r.err
+}
+
+func TestInstallRecordsAnEvent(t *testing.T) {
+	l := testLayout(t)
+	src := &installer.LocalSource{Dir: sourceDir(t, exampleSource)}
+	rec := &eventRecorder{}
+	in := newInstaller(l, src)
+	in.Events = rec
+	if _, err := in.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.events) != 1 || rec.events[0].reason != installer.EventRevisionInstalled || !strings.Contains(rec.events[0].msg, "revision 1 ") {
+		t.Fatalf("events %+v", rec.events)
+	}
+	// A failing event sink does not fail the install; a failed install records nothing.
+	rec = &eventRecorder{err: errors.New("api server down")}
+	in = newInstaller(l, src)
+	in.Events = rec
+	if _, err := in.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rec = &eventRecorder{}
+	in = newInstaller(l, src)
+	in.Events, in.Revision = rec, 1
+	if _, err := in.Run(context.Background()); err == nil || len(rec.events) != 0 {
+		t.Fatalf("refused install: %v, events %+v", err, rec.events)
+	}
+}

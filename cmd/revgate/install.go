@@ -18,6 +18,7 @@ import (
 
 	"github.com/revgate/revgate/installer"
 	"github.com/revgate/revgate/internal/logging"
+	"github.com/revgate/revgate/monitor"
 	"github.com/revgate/revgate/proxy/config"
 	"github.com/revgate/revgate/proxy/model"
 	"github.com/revgate/revgate/revisions"
@@ -35,6 +36,7 @@ type installOptions struct {
 	sourceDir string
 
 	kubeconfig         string
+	nodeName           string
 	namespace          string
 	configMaps         []string
 	secrets            []string
@@ -63,7 +65,9 @@ func (o *installOptions) addFlags(cmd *cobra.Command) {
 	fs.StringVar(&o.layout.TerminationLog, "termination-log", "", "termination log of the operand, passed into the rendered pods (default /var/log/<target>/termination.log)")
 	fs.IntVar(&o.revision, "revision", 0, "revision to install (default: highest installed + 1)")
 
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster to read ConfigMaps and Secrets from")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster to read ConfigMaps and Secrets from and record Events in")
+	host, _ := os.Hostname()
+	fs.StringVar(&o.nodeName, "node-name", host, "node name; Events are recorded on the mirror pod <target>-<node name>")
 	fs.StringVar(&o.namespace, "namespace", "", "namespace of the ConfigMaps and Secrets")
 	fs.StringSliceVar(&o.configMaps, "configmaps", nil, "ConfigMaps to install (comma-separated, repeatable)")
 	fs.StringSliceVar(&o.secrets, "secrets", nil, "Secrets to install (comma-separated, repeatable)")
@@ -87,7 +91,7 @@ func (o *installOptions) validate() error {
 	if err := o.layout.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	kube := o.kubeconfig != "" || o.namespace != "" || len(o.configMaps)+len(o.secrets)+len(o.optionalConfigMaps)+len(o.optionalSecrets) > 0
+	kube := o.kubeSource()
 	switch {
 	case o.sourceDir != "" && kube:
 		errs = append(errs, errors.New("--source-dir cannot be combined with the Kubernetes source flags"))
@@ -95,6 +99,9 @@ func (o *installOptions) validate() error {
 		errs = append(errs, errors.New("no configuration source: give --source-dir, or --namespace with --configmaps/--secrets"))
 	case kube && o.namespace == "":
 		errs = append(errs, errors.New("--namespace is required with the Kubernetes source"))
+	}
+	if (kube || o.kubeconfig != "") && o.nodeName == "" {
+		errs = append(errs, errors.New("--node-name is required with the Kubernetes API (no hostname found)"))
 	}
 	if o.revision < 0 {
 		errs = append(errs, fmt.Errorf("invalid --revision %d", o.revision))
@@ -124,19 +131,33 @@ func (o *installOptions) validate() error {
 	return errors.Join(errs...)
 }
 
-func (o *installOptions) source() (installer.Source, error) {
-	if o.sourceDir != "" {
-		return &installer.LocalSource{Dir: o.sourceDir}, nil
-	}
+// kubeSource reports whether the configuration is read from Kubernetes.
+// --kubeconfig alone does not choose it: with --source-dir it only enables
+// Events.
+func (o *installOptions) kubeSource() bool {
+	return o.namespace != "" || len(o.configMaps)+len(o.secrets)+len(o.optionalConfigMaps)+len(o.optionalSecrets) > 0
+}
+
+// client returns a client from --kubeconfig, or from the default loading
+// rules (KUBECONFIG, ~/.kube/config, in-cluster) when it is empty.
+func (o *installOptions) client() (kubernetes.Interface, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = o.kubeconfig
 	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
+	rc.UserAgent = "revgate-installer"
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("create kubernetes client: %w", err)
+	}
+	return client, nil
+}
+
+func (o *installOptions) source(client kubernetes.Interface) installer.Source {
+	if o.sourceDir != "" {
+		return &installer.LocalSource{Dir: o.sourceDir}
 	}
 	return &installer.KubeSource{
 		Logger:             logging.New(nil, slog.LevelInfo),
@@ -147,7 +168,7 @@ func (o *installOptions) source() (installer.Source, error) {
 		OptionalConfigMaps: o.optionalConfigMaps,
 		OptionalSecrets:    o.optionalSecrets,
 		RetryTimeout:       o.retryTimeout,
-	}, nil
+	}
 }
 
 // gatewayValidator checks a staged configuration with the same loader and
@@ -177,13 +198,16 @@ func gatewayValidator() installer.Validator {
 }
 
 func (o *installOptions) run(ctx context.Context, w io.Writer) error {
-	src, err := o.source()
-	if err != nil {
-		return err
+	var client kubernetes.Interface
+	if o.kubeSource() || o.kubeconfig != "" {
+		var err error
+		if client, err = o.client(); err != nil {
+			return err
+		}
 	}
 	in := &installer.Installer{
 		Layout:    o.layout,
-		Source:    src,
+		Source:    o.source(client),
 		Validator: gatewayValidator(),
 		Strict:    o.strict,
 		Render: installer.RenderOptions{
@@ -197,6 +221,11 @@ func (o *installOptions) run(ctx context.Context, w io.Writer) error {
 		LockTimeout: o.lockTimeout,
 		NoPublish:   o.noPublish,
 		Logger:      logging.New(nil, slog.LevelInfo),
+	}
+	if client != nil {
+		// Events go on the operand's mirror pod, <pod name>-<node name>, the
+		// object the monitor records its Events on too.
+		in.Events = &monitor.MirrorPod{Client: client, Namespace: installer.PodNamespace, Name: o.layout.Target + "-" + o.nodeName, Node: o.nodeName}
 	}
 	if d, err := time.ParseDuration(os.Getenv(stepDelayEnv)); err == nil && d > 0 {
 		in.AfterStep = func(string) { time.Sleep(d) }

@@ -11,8 +11,14 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
+	"github.com/revgate/revgate/installer"
 	"github.com/revgate/revgate/installer/installertest"
+	"github.com/revgate/revgate/internal/kubetest"
 	"github.com/revgate/revgate/revisions"
 )
 
@@ -24,7 +30,7 @@ func TestInstallFlags(t *testing.T) {
 		"configmaps": "[]", "secrets": "[]", "optional-configmaps": "[]", "optional-secrets": "[]",
 		"termination-log": "", "binary": "", "image": "revgate:latest", "image-pull-policy": "IfNotPresent",
 		"proxy-arg": "[]", "monitor-arg": "[]", "lock-timeout": "2m0s", "strict": "false", "no-publish": "false",
-		"retry-timeout": "1m0s",
+		"retry-timeout": "1m0s", "node-name": hostname(),
 	}
 	for name, def := range defaults {
 		f := cmd.Flags().Lookup(name)
@@ -38,6 +44,11 @@ func TestInstallFlags(t *testing.T) {
 	}
 }
 
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}
+
 func TestInstallOptionsParse(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -47,6 +58,12 @@ func TestInstallOptionsParse(t *testing.T) {
 	}{
 		{name: "no source", args: nil, wantErr: "no configuration source"},
 		{name: "both sources", args: []string{"--source-dir=x", "--namespace=n", "--configmaps=a"}, wantErr: "cannot be combined"},
+		{name: "kubeconfig for events only", args: []string{"--source-dir=x", "--kubeconfig=k"}, check: func(t *testing.T, o *installOptions) {
+			if o.kubeSource() {
+				t.Fatal("--kubeconfig alone chose the Kubernetes source")
+			}
+		}},
+		{name: "no node name", args: []string{"--source-dir=x", "--kubeconfig=k", "--node-name="}, wantErr: "--node-name"},
 		{name: "kube without namespace", args: []string{"--configmaps=a"}, wantErr: "--namespace is required"},
 		{name: "bad pull policy", args: []string{"--source-dir=x", "--image-pull-policy=Sometimes"}, wantErr: "Sometimes"},
 		{name: "negative revision", args: []string{"--source-dir=x", "--revision=-1"}, wantErr: "invalid --revision"},
@@ -103,15 +120,17 @@ func TestInstallOptionsParse(t *testing.T) {
 	}
 }
 
-// runCommand runs a subcommand of rootCmd with args and returns its output.
+// runCommand runs a fresh install or prune command with args (a fresh one, so
+// that no flag value leaks from one run into the next) and returns its output.
 func runCommand(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	cmds := map[string]func() *cobra.Command{"install": newInstallCommand, "prune": newPruneCommand}
+	cmd := cmds[args[0]]()
 	var out bytes.Buffer
-	rootCmd.SetOut(&out)
-	rootCmd.SetErr(&out)
-	rootCmd.SetArgs(args)
-	defer rootCmd.SetArgs(nil)
-	err := rootCmd.ExecuteContext(context.Background())
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args[1:])
+	err := cmd.ExecuteContext(context.Background())
 	return out.String(), err
 }
 
@@ -198,4 +217,43 @@ func TestPruneFlags(t *testing.T) {
 	if err := o.validate(); err == nil || !strings.Contains(err.Error(), "--keep") {
 		t.Fatalf("negative keep: %v", err)
 	}
+}
+
+// TestInstallCommandFromKubernetes installs ConfigMaps and Secrets from a real
+// API server through the command and finds the Event it recorded.
+func TestInstallCommandFromKubernetes(t *testing.T) {
+	ctx := context.Background()
+	client, err := kubernetes.NewForConfig(kubetest.Config(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := "install-command"
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	svc := "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: default\nspec:\n  ports:\n  - port: 80\n"
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "routes"}, Data: map[string]string{"web.yaml": svc}}
+	if _, err := client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	l := revisions.Layout{Target: "kgw", ResourceDir: filepath.Join(root, "res"), ManifestsDir: filepath.Join(root, "man"), LockFile: filepath.Join(root, "lock")}.Defaulted()
+	out, err := runCommand(t, append([]string{"install", "--kubeconfig=" + kubetest.Kubeconfig(t), "--namespace=" + ns,
+		"--configmaps=routes", "--optional-secrets=absent", "--node-name=node-a", "--binary=/usr/bin/revgate"}, layoutFlags(l)...)...)
+	if err != nil {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+	if n, err := installertest.Check(l, installertest.Files{"configmaps/routes/web.yaml": []byte(svc)}); err != nil || n != 1 {
+		t.Fatalf("published %d: %v", n, err)
+	}
+	evs, err := client.CoreV1().Events("kube-system").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs.Items {
+		if ev.Reason == installer.EventRevisionInstalled && ev.InvolvedObject.Name == "kgw-node-a" {
+			return
+		}
+	}
+	t.Fatalf("no %s event on kgw-node-a among %d events", installer.EventRevisionInstalled, len(evs.Items))
 }
