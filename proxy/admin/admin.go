@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/revgate/revgate/revisions"
 )
 
 // Check is one named health check. Run returns an optional detail shown on
@@ -23,8 +25,8 @@ type Check struct {
 // Headers stamped on every admin response, so that a startup monitor can
 // ignore answers from another process sharing the port (SO_REUSEPORT).
 const (
-	HeaderRevision = "X-Revgate-Revision"
-	HeaderPID      = "X-Revgate-Pid"
+	HeaderRevision = revisions.HeaderRevision
+	HeaderPID      = revisions.HeaderPID
 )
 
 // Options describe what the admin handler serves.

@@ -24,6 +24,7 @@ import (
 	"github.com/revgate/revgate/proxy/model"
 	"github.com/revgate/revgate/proxy/route"
 	"github.com/revgate/revgate/proxy/upstream"
+	"github.com/revgate/revgate/revisions"
 )
 
 // Defaults of Options.
@@ -428,7 +429,9 @@ func (g *Gateway) AdminHandler() http.Handler {
 	ready[1] = admin.Check{Name: "config", Run: g.checkConfigReady}
 	ready = append(ready,
 		admin.Check{Name: "shutdown", Run: g.checkShutdown},
-		admin.Check{Name: "dependency/upstreams", Run: g.checkUpstreams},
+		// The prefix tells a startup monitor that this is a dependency
+		// (DependencyUnhealthy) rather than the gateway not being ready.
+		admin.Check{Name: revisions.DependencyCheckPrefix + "upstreams", Run: g.checkUpstreams},
 	)
 	return admin.NewHandler(admin.Options{
 		Revision: g.Snapshot().Revision,
