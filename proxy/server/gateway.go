@@ -416,7 +416,10 @@ func (g *Gateway) notify(state string) {
 	}
 }
 
-// AdminHandler returns the admin endpoints' handler.
+// AdminHandler returns the admin endpoints' handler. Checks: healthz has
+// ping, config, listeners, certificates and fallback; livez ping and
+// listeners; readyz the healthz checks (config failing in --fallback=off
+// while objects are broken) plus shutdown and dependency/upstreams.
 func (g *Gateway) AdminHandler() http.Handler {
 	common := []admin.Check{
 		{Name: "ping", Run: func() (string, error) { return "", nil }},
@@ -425,6 +428,9 @@ func (g *Gateway) AdminHandler() http.Handler {
 		{Name: "certificates", Run: g.checkCertificates},
 		{Name: "fallback", Run: g.checkFallback},
 	}
+	// livez restarts the process when red (kubelet liveness): only what a
+	// restart can mend belongs there.
+	live := []admin.Check{common[0], common[2]}
 	ready := slices.Clone(common)
 	ready[1] = admin.Check{Name: "config", Run: g.checkConfigReady}
 	ready = append(ready,
@@ -437,7 +443,7 @@ func (g *Gateway) AdminHandler() http.Handler {
 		Revision: g.Snapshot().Revision,
 		PID:      g.opts.PID,
 		Healthz:  common,
-		Livez:    common,
+		Livez:    live,
 		Readyz:   ready,
 		Metrics:  g.metrics.Handler(),
 		Pprof:    g.opts.Pprof,

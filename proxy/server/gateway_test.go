@@ -399,8 +399,8 @@ func TestAdminEndpoints(t *testing.T) {
 	if code, _, body := get(t, nil, adminURL("/healthz"), "", nil); code != 200 || body != "ok" {
 		t.Errorf("healthz %d %q", code, body)
 	}
-	if code, _, _ := get(t, nil, adminURL("/livez"), "", nil); code != 200 {
-		t.Errorf("livez %d", code)
+	if code, _, body := get(t, nil, adminURL("/livez?verbose"), "", nil); code != 200 || body != "[+]ping ok\n[+]listeners ok\nlivez check passed\n" {
+		t.Errorf("livez %d %q", code, body)
 	}
 	// Traffic to the unhealthy backend is refused with 503 and counted.
 	if code, _, _ := get(t, nil, url(g, "http", "/api"), "foo.com", nil); code != 503 {
