@@ -73,6 +73,8 @@ type Installer struct {
 	// AfterStep, when set, is called after each step with its name; the crash
 	// test uses it to widen the window in which a kill lands.
 	AfterStep func(step string)
+
+	log *slog.Logger
 }
 
 // Result says what an install did.
@@ -100,7 +102,7 @@ func (in *Installer) defaults() {
 	if in.Logger == nil {
 		in.Logger = slog.Default()
 	}
-	in.Logger = in.Logger.With("component", "installer", "target", in.Layout.Target)
+	in.log = in.Logger.With("component", "installer", "target", in.Layout.Target)
 }
 
 func (in *Installer) step(name string) {
@@ -139,28 +141,34 @@ func (in *Installer) Run(ctx context.Context) (*Result, error) {
 	}
 	in.step("validated")
 
-	lock, err := revisions.AcquireLock(ctx, in.Layout.LockFile, in.LockTimeout)
-	if err != nil {
-		return nil, err
-	}
-	defer lock.Unlock()
-	in.step("locked")
-
-	res, err := in.install(cfg)
+	res, err := in.locked(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	res.Warnings = warnings
+	// The Event is recorded after the lock is released: the API server may be
+	// slow, and the monitor waits for the lock.
 	if in.Events != nil {
 		msg := fmt.Sprintf("revision %d installed in %s", res.Revision, res.Dir)
 		if res.Published {
 			msg = fmt.Sprintf("revision %d installed in %s and published", res.Revision, res.Dir)
 		}
 		if err := in.Events.Emit(ctx, "Normal", EventRevisionInstalled, msg); err != nil {
-			in.Logger.Warn("recording the install event failed", "revision", res.Revision, "err", err)
+			in.log.Warn("recording the install event failed", "revision", res.Revision, "err", err)
 		}
 	}
 	return res, nil
+}
+
+// locked runs the critical section under the lock.
+func (in *Installer) locked(ctx context.Context, cfg *Config) (*Result, error) {
+	lock, err := revisions.AcquireLock(ctx, in.Layout.LockFile, in.LockTimeout)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
+	in.step("locked")
+	return in.install(cfg)
 }
 
 // validate writes a staged copy of cfg to a temp folder and runs the validator on it.
@@ -182,7 +190,7 @@ func (in *Installer) validate(ctx context.Context, cfg *Config) ([]string, error
 		return warnings, &ValidationError{Err: err, Warnings: warnings}
 	}
 	for _, w := range warnings {
-		in.Logger.Warn("configuration warning", "warning", w)
+		in.log.Warn("configuration warning", "warning", w)
 	}
 	if in.Strict && len(warnings) > 0 {
 		return warnings, &ValidationError{Warnings: warnings}
@@ -207,7 +215,7 @@ func (in *Installer) install(cfg *Config) (*Result, error) {
 		return nil, err
 	}
 	for _, name := range listing.Ignored {
-		in.Logger.Warn("ignoring folder whose name is not a revision", "name", name)
+		in.log.Warn("ignoring folder whose name is not a revision", "name", name)
 	}
 	rev := in.Revision
 	if rev == 0 {
@@ -215,7 +223,7 @@ func (in *Installer) install(cfg *Config) (*Result, error) {
 	} else if rev <= listing.Highest() {
 		return nil, fmt.Errorf("install revision %d: highest installed is %d: %w", rev, listing.Highest(), ErrRevisionTooLow)
 	}
-	log := in.Logger.With("revision", rev)
+	log := in.log.With("revision", rev)
 
 	for _, dir := range []string{l.ResourceDir, l.ManifestsDir} {
 		if err := f.MkdirAll(dir, 0o755); err != nil {

@@ -181,6 +181,25 @@ func TestInstallRefusesEscapingKeys(t *testing.T) {
 	}
 }
 
+func TestLocalSourceSkipsHiddenEntries(t *testing.T) {
+	files := map[string]string{
+		".git/HEAD":                           "ref",
+		".swp":                                "x",
+		"configmaps/.hidden/k":                "x",
+		"configmaps/routes/..data/k":          "x",
+		"configmaps/routes/.ingress.yaml.swp": "x",
+		"configmaps/routes/ingress.yaml":      "kind: Ingress\n",
+	}
+	cfg, err := (&installer.LocalSource{Dir: sourceDir(t, files), Logger: quiet}).Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := installertest.Files{"configmaps/routes/ingress.yaml": []byte("kind: Ingress\n")}
+	if got := installertest.FilesOf(cfg); !reflect.DeepEqual(got, want) {
+		t.Fatalf("loaded %v", got)
+	}
+}
+
 func TestLocalSourceRefusals(t *testing.T) {
 	for _, tt := range []struct {
 		name  string

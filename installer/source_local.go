@@ -3,7 +3,9 @@ package installer
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
+	"strings"
 
 	"github.com/revgate/revgate/revisions"
 )
@@ -19,12 +21,29 @@ const DefaultConfigMap = "config"
 
 // LocalSource reads a folder holding configmaps/<name>/<key> and
 // secrets/<name>/<key>; plain files at its top level become keys of the
-// ConfigMap "config". Symbolic links are followed.
+// ConfigMap "config". Symbolic links are followed. Entries whose names start
+// with a dot are skipped with a log line at every level: a .git folder, an
+// editor's swap file, or the ..data links of a mounted ConfigMap are not
+// configuration.
 type LocalSource struct {
 	// Dir is the source folder.
 	Dir string
 	// FS is the file-system seam; default revisions.OS().
 	FS revisions.FS
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+func (s *LocalSource) skip(p string) bool {
+	if !strings.HasPrefix(filepath.Base(p), ".") {
+		return false
+	}
+	l := s.Logger
+	if l == nil {
+		l = slog.Default()
+	}
+	l.Info("skipping hidden entry of the source folder", "component", "installer", "path", p)
+	return true
 }
 
 var _ Source = (*LocalSource)(nil)
@@ -46,6 +65,9 @@ func (s *LocalSource) Load(ctx context.Context) (*Config, error) {
 		}
 		name := e.Name()
 		p := filepath.Join(s.Dir, name)
+		if s.skip(p) {
+			continue
+		}
 		fi, err := f.Stat(p)
 		if err != nil {
 			return nil, fmt.Errorf("read source folder: %w", err)
@@ -80,6 +102,9 @@ func (s *LocalSource) loadObjects(f revisions.FS, dir string, add func(name, key
 	}
 	for _, o := range objs {
 		op := filepath.Join(dir, o.Name())
+		if s.skip(op) {
+			continue
+		}
 		if fi, err := f.Stat(op); err != nil {
 			return fmt.Errorf("read %s: %w", op, err)
 		} else if !fi.IsDir() {
@@ -91,6 +116,9 @@ func (s *LocalSource) loadObjects(f revisions.FS, dir string, add func(name, key
 		}
 		for _, k := range keys {
 			kp := filepath.Join(op, k.Name())
+			if s.skip(kp) {
+				continue
+			}
 			fi, err := f.Stat(kp)
 			if err != nil {
 				return fmt.Errorf("read %s: %w", kp, err)
