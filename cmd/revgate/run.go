@@ -163,13 +163,16 @@ func loopbackIfUnspecified(addr string) string {
 // next revision, so every revision gets the same proxy and monitor settings.
 func (o *runOptions) installArgs(l revisions.Layout) []string {
 	_, adminURL := o.urls()
-	args := []string{
-		"--target=" + l.Target,
-		"--resource-dir=" + l.ResourceDir,
-		"--manifests-dir=" + l.ManifestsDir,
-		"--lock-file=" + l.LockFile,
-		"--termination-log=" + l.TerminationLog,
+	var args []string
+	if l.Target != revisions.DefaultTarget {
+		args = append(args, "--target="+l.Target)
 	}
+	args = append(args,
+		"--resource-dir="+l.ResourceDir,
+		"--manifests-dir="+l.ManifestsDir,
+		"--lock-file="+l.LockFile,
+		"--termination-log="+l.TerminationLog,
+	)
 	if o.httpAddr != "" {
 		args = append(args, "--proxy-arg=--http-addr="+o.httpAddr)
 	}
@@ -209,6 +212,12 @@ func (o *runOptions) run(ctx context.Context, out io.Writer) error {
 		}
 	}
 
+	logw, closeLog, err := o.openLog()
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+
 	listing, err := l.List(revisions.OS())
 	if err != nil {
 		return err
@@ -221,12 +230,22 @@ func (o *runOptions) run(ctx context.Context, out io.Writer) error {
 		fmt.Fprintf(out, "installing %s as revision 1 under %s\n", o.source, o.root)
 		args := append([]string{"install", "--source-dir=" + src}, o.installArgs(l)...)
 		cmd := exec.CommandContext(ctx, o.binary, args...)
-		cmd.Stdout, cmd.Stderr = out, os.Stderr
+		var stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = out, io.MultiWriter(logw, &stderr)
 		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("install revision 1 from %s: %w", o.source, err)
+			return fmt.Errorf("install revision 1 from %s: %w\n%s", o.source, err, bytes.TrimSpace(stderr.Bytes()))
 		}
 	} else {
-		fmt.Fprintf(out, "resuming %s: revisions %s installed\n", o.root, joinInts(listing.Revisions))
+		fs := revisions.OS()
+		published, lkg := "none", "none"
+		if n, err := l.PublishedRevision(fs); err == nil {
+			published = fmt.Sprint(n)
+		}
+		if n, err := l.LastKnownGood(fs); err == nil {
+			lkg = fmt.Sprint(n)
+		}
+		fmt.Fprintf(out, "resuming %s: revisions %s installed, %s published, last-known-good %s\n",
+			o.root, joinInts(listing.Revisions), published, lkg)
 	}
 
 	demoPath := filepath.Join(l.ManifestsDir, demoManifestName)
@@ -237,12 +256,6 @@ func (o *runOptions) run(ctx context.Context, out io.Writer) error {
 	} else if err := revisions.OS().RemoveFile(demoPath); err != nil {
 		return fmt.Errorf("remove demo upstreams: %w", err)
 	}
-
-	logw, closeLog, err := o.openLog()
-	if err != nil {
-		return err
-	}
-	defer closeLog()
 
 	sup := exec.Command(o.binary, append([]string{"supervise", "--manifests-dir=" + l.ManifestsDir}, o.superviseArgs...)...)
 	sup.Stdout, sup.Stderr = logw, logw
@@ -368,6 +381,10 @@ func (o *runOptions) banner(out io.Writer, httpURL, adminURL string, ready bool)
 	if !ready {
 		state = "not ready yet; see " + adminURL + "/readyz?verbose"
 	}
+	targetFlag := ""
+	if l.Target != revisions.DefaultTarget {
+		targetFlag = " --target " + l.Target
+	}
 	logFile := o.logFile
 	if logFile == "" {
 		logFile = filepath.Join(o.root, "log", "revgate.log")
@@ -382,12 +399,12 @@ Install the next revision (edit a copy of %s first):
   %s install --source-dir %s %s
 
 See revisions, the last-known-good one, fallbacks and retries:
-  %s status --resource-dir %s --manifests-dir %s
+  %s status%s --resource-dir %s --manifests-dir %s
 
 Ctrl-C stops everything; running this again resumes without reinstalling.
 `, state, httpURL, adminURL, logFile, o.source,
 		self, o.source, strings.Join(o.installArgs(l), " "),
-		self, l.ResourceDir, l.ManifestsDir)
+		self, targetFlag, l.ResourceDir, l.ManifestsDir)
 }
 
 func joinInts(ns []int) string {
