@@ -161,7 +161,7 @@ func TestSIGKILLDuringInstall(t *testing.T) {
 	killed, leftTemps := 0, 0
 	// On a loaded machine installs slow down: stop early once the budget is
 	// spent, but never before minKills kills.
-	const minKills, budget = 10, 30 * time.Second
+	const minKills, budget = 10, 25 * time.Second
 	deadline := time.Now().Add(budget)
 	runs := 0
 	for i := range kills {
