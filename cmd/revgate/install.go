@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -171,12 +172,34 @@ func (o *installOptions) source(client kubernetes.Interface) installer.Source {
 	}
 }
 
+// validationOptions are the proxy's configuration options as the rendered
+// proxy command will set them through --proxy-arg (--ingress-class,
+// --namespace, --root-namespaces, --fallback), so that validation judges the
+// configuration as the proxy will. Other arguments are ignored; arguments that
+// do not parse (a test may hand the proxy a bad flag on purpose) leave the
+// defaults, and the monitor judges what the proxy makes of them.
+func validationOptions(proxyArgs []string) config.Options {
+	var opts config.Options
+	fs := pflag.NewFlagSet("proxy", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.ParseErrorsAllowlist.UnknownFlags = true
+	opts.AddFlags(fs)
+	if err := fs.Parse(proxyArgs); err != nil {
+		opts = config.Options{}
+		opts.AddFlags(pflag.NewFlagSet("defaults", pflag.ContinueOnError))
+	}
+	opts.Dirs, opts.LastKnownGoodDir = nil, ""
+	return opts
+}
+
 // gatewayValidator checks a staged configuration with the same loader and
 // translator the proxy uses: problems of severity error refuse it, warnings
 // are returned.
-func gatewayValidator() installer.Validator {
+func gatewayValidator(opts config.Options) installer.Validator {
 	return installer.ValidatorFunc(func(_ context.Context, dir string) ([]string, error) {
-		problems, err := config.Validate(config.Options{Dirs: []string{dir}})
+		opts := opts
+		opts.Dirs = []string{dir}
+		problems, err := config.Validate(opts)
 		if err != nil {
 			return nil, fmt.Errorf("validate configuration: %w", err)
 		}
@@ -208,7 +231,7 @@ func (o *installOptions) run(ctx context.Context, w io.Writer) error {
 	in := &installer.Installer{
 		Layout:    o.layout,
 		Source:    o.source(client),
-		Validator: gatewayValidator(),
+		Validator: gatewayValidator(validationOptions(o.proxyArgs)),
 		Strict:    o.strict,
 		Render: installer.RenderOptions{
 			Binary:          o.binary,

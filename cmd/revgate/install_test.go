@@ -257,3 +257,23 @@ func TestInstallCommandFromKubernetes(t *testing.T) {
 	}
 	t.Fatalf("no %s event on kgw-node-a among %d events", installer.EventRevisionInstalled, len(evs.Items))
 }
+
+func TestValidationOptionsFollowProxyArgs(t *testing.T) {
+	for _, tt := range []struct {
+		name              string
+		args              []string
+		wantClass, wantNS string
+		wantFallback      string
+	}{
+		{"defaults", nil, "revgate", "default", "exclude"},
+		{"proxy flags", []string{"--ingress-class=edge", "--namespace=gw", "--fallback=backfill", "--admin-address=127.0.0.1:1"}, "edge", "gw", "backfill"},
+		{"bad value leaves the defaults", []string{"--ingress-class=edge", "--fallback=nonsense"}, "revgate", "default", "exclude"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := validationOptions(tt.args)
+			if o.IngressClass != tt.wantClass || o.Namespace != tt.wantNS || string(o.Fallback) != tt.wantFallback || len(o.Dirs) != 0 {
+				t.Fatalf("options %+v", o)
+			}
+		})
+	}
+}
