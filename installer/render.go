@@ -2,8 +2,10 @@ package installer
 
 import (
 	"fmt"
+	"net"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,10 +28,46 @@ const (
 	// the mirror pods appear there.
 	PodNamespace = "kube-system"
 	// AdminHost and AdminPort are where the probes reach the gateway's admin
-	// listener (its default address).
+	// listener by default (its default address); a --admin-addr among the
+	// proxy arguments moves them.
 	AdminHost = "127.0.0.1"
 	AdminPort = 9901
+	// adminAddrFlag is the proxy's flag for its admin listener.
+	adminAddrFlag = "--admin-addr"
 )
+
+// AdminEndpoint returns where the probes reach the admin listener of a proxy
+// started with args: the last --admin-addr (as the proxy's flag parsing
+// takes the last), an unspecified or wildcard host becoming 127.0.0.1. It
+// returns the defaults and given false when no usable --admin-addr is given.
+func AdminEndpoint(args []string) (host string, port int, given bool) {
+	host, port = AdminHost, AdminPort
+	for i := 0; i < len(args); i++ {
+		var v string
+		switch {
+		case strings.HasPrefix(args[i], adminAddrFlag+"="):
+			v = strings.TrimPrefix(args[i], adminAddrFlag+"=")
+		case args[i] == adminAddrFlag && i+1 < len(args):
+			i++
+			v = args[i]
+		default:
+			continue
+		}
+		h, p, err := net.SplitHostPort(v)
+		if err != nil {
+			continue
+		}
+		n, err := strconv.Atoi(p)
+		if err != nil || n <= 0 || n > 65535 {
+			continue
+		}
+		if ip := net.ParseIP(h); h == "" || (ip != nil && ip.IsUnspecified()) {
+			h = AdminHost
+		}
+		host, port, given = h, n, true
+	}
+	return host, port, given
+}
 
 // RenderOptions say what the rendered pods run.
 type RenderOptions struct {
@@ -108,10 +146,10 @@ func requests(cpu, mem string) corev1.ResourceRequirements {
 	}}
 }
 
-func httpProbe(path string, period, failures, initialDelay int32) *corev1.Probe {
+func httpProbe(host string, port int, path string, period, failures, initialDelay int32) *corev1.Probe {
 	return &corev1.Probe{
 		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-			Host: AdminHost, Port: intstr.FromInt32(AdminPort), Path: path, Scheme: corev1.URISchemeHTTP,
+			Host: host, Port: intstr.FromInt(port), Path: path, Scheme: corev1.URISchemeHTTP,
 		}},
 		InitialDelaySeconds: initialDelay,
 		PeriodSeconds:       period,
@@ -134,6 +172,7 @@ func OperandPod(l revisions.Layout, rev int, o RenderOptions, installedAt time.T
 		"--revision=" + strconv.Itoa(rev),
 		"--termination-log=" + l.TerminationLog,
 	}, o.ProxyArgs...)
+	adminHost, adminPort, _ := AdminEndpoint(o.ProxyArgs)
 	pod.Spec.RestartPolicy = corev1.RestartPolicyAlways
 	pod.Spec.Volumes = m.volumes
 	pod.Spec.Containers = []corev1.Container{{
@@ -142,8 +181,8 @@ func OperandPod(l revisions.Layout, rev int, o RenderOptions, installedAt time.T
 		ImagePullPolicy:          o.ImagePullPolicy,
 		Command:                  cmd,
 		Resources:                requests("100m", "64Mi"),
-		ReadinessProbe:           httpProbe("/readyz", 1, 3, 0),
-		LivenessProbe:            httpProbe("/livez", 10, 6, 30),
+		ReadinessProbe:           httpProbe(adminHost, adminPort, "/readyz", 1, 3, 0),
+		LivenessProbe:            httpProbe(adminHost, adminPort, "/livez", 10, 6, 30),
 		VolumeMounts:             m.mounts,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}}
@@ -160,14 +199,21 @@ func MonitorPod(l revisions.Layout, rev int, o RenderOptions, installedAt time.T
 	m.add("manifests-dir", l.ManifestsDir, false, corev1.HostPathDirectoryOrCreate)
 	m.add("lock-dir", filepath.Dir(l.LockFile), false, corev1.HostPathDirectoryOrCreate)
 	m.add("log", filepath.Dir(l.TerminationLog), false, corev1.HostPathDirectoryOrCreate)
-	cmd := append([]string{o.Binary, "monitor",
+	cmd := []string{o.Binary, "monitor",
 		"--revision=" + strconv.Itoa(rev),
 		"--target=" + l.Target,
 		"--resource-dir=" + l.ResourceDir,
 		"--manifests-dir=" + l.ManifestsDir,
 		"--lock-file=" + l.LockFile,
 		"--termination-log=" + l.TerminationLog,
-	}, o.MonitorArgs...)
+	}
+	// A proxy moved to another admin address is checked there; monitor
+	// arguments given explicitly come later and win.
+	if host, port, given := AdminEndpoint(o.ProxyArgs); given {
+		base := "http://" + net.JoinHostPort(host, strconv.Itoa(port))
+		cmd = append(cmd, "--healthz-url="+base+"/healthz", "--readyz-url="+base+"/readyz")
+	}
+	cmd = append(cmd, o.MonitorArgs...)
 	pod.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
 	pod.Spec.Volumes = m.volumes
 	pod.Spec.Containers = []corev1.Container{{

@@ -56,7 +56,7 @@ func TestRenderGolden(t *testing.T) {
 			}.Defaulted(),
 			opts: installer.RenderOptions{
 				Binary: "/opt/revgate/bin/revgate", Image: "registry.local/revgate:v1", ImagePullPolicy: corev1.PullNever,
-				ProxyArgs: []string{"--admin-address=127.0.0.1:9901", "--fallback=backfill"}, MonitorArgs: []string{"--timeout=30s"},
+				ProxyArgs: []string{"--admin-addr=:9911", "--fallback=backfill"}, MonitorArgs: []string{"--fallback-timeout=30s"},
 			},
 		},
 	} {
@@ -85,6 +85,32 @@ func TestRenderGolden(t *testing.T) {
 					}
 					seen[m.MountPath] = true
 				}
+			}
+		})
+	}
+}
+
+func TestAdminEndpoint(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		args  []string
+		host  string
+		port  int
+		given bool
+	}{
+		{"default", nil, "127.0.0.1", 9901, false},
+		{"equals", []string{"--http-addr=:8080", "--admin-addr=127.0.0.2:9100"}, "127.0.0.2", 9100, true},
+		{"separate value", []string{"--admin-addr", "[::1]:9200"}, "::1", 9200, true},
+		{"wildcard host", []string{"--admin-addr=0.0.0.0:9300"}, "127.0.0.1", 9300, true},
+		{"empty host", []string{"--admin-addr=:9400"}, "127.0.0.1", 9400, true},
+		{"last wins", []string{"--admin-addr=:9500", "--admin-addr=:9600"}, "127.0.0.1", 9600, true},
+		{"unusable ignored", []string{"--admin-addr=nonsense", "--admin-addr=:0"}, "127.0.0.1", 9901, false},
+		{"other flag", []string{"--admin-address=:9700"}, "127.0.0.1", 9901, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			host, port, given := installer.AdminEndpoint(tt.args)
+			if host != tt.host || port != tt.port || given != tt.given {
+				t.Fatalf("got %s:%d %v, want %s:%d %v", host, port, given, tt.host, tt.port, tt.given)
 			}
 		})
 	}
