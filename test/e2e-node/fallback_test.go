@@ -272,34 +272,45 @@ func TestNode(t *testing.T) {
 		cur = good{rev: rev, host: gatewayHost, name: "v2"}
 	})
 
-	// A node restart in the middle of a rollout: kubelet and containerd are
-	// stopped and every container killed while the new revision serves but
-	// is not yet last-known-good; after the restart the monitor resumes and
-	// the revision becomes good.
-	t.Run("node-restart", func(t *testing.T) {
-		v1.start(t)
-		rev, published := n.install(t, installSpec{
-			source: goodSource,
-			// A long streak of ready probes holds the rollout open for the restart.
-			monitorArgs: []string{"--ready-successes=40", "--fallback-timeout=2m"},
+	// A node restart in the middle of a rollout, while the new revision
+	// serves but is not yet last-known-good: kubelet and containerd are
+	// stopped and started again, with the containers left running (a
+	// service restart) or killed (a power cut). The monitor resumes and the
+	// revision becomes good.
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"node-restart/services", nil},
+		{"node-restart/power-cut", []string{"--kill-pods"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v1.start(t)
+			rev, published := n.install(t, installSpec{
+				source: goodSource,
+				// A long streak of ready probes holds the rollout open for the restart.
+				monitorArgs: []string{"--ready-successes=40", "--fallback-timeout=2m"},
+			})
+			waitFor(t, waitLong, fmt.Sprintf("revision %d to serve", rev), func() (bool, string) {
+				return serving(rev, "", "v1")
+			})
+			if l := n.lkg(); l == rev {
+				t.Fatalf("revision %d became last-known-good before the restart; the rollout window is too short", rev)
+			}
+			t.Logf("revision %d serving %.1fs after publishing; restarting the node", rev, time.Since(published).Seconds())
+			restart := time.Now()
+			if err := script(n.repo, n.vars["NODE_ROOT"], "restart.sh", tc.args...); err != nil {
+				t.Fatalf("hack/node/restart.sh: %v", err)
+			}
+			t.Logf("kubelet and containerd restarted in %.1fs", time.Since(restart).Seconds())
+			since := n.waitGood(t, rev, "", "v1")
+			t.Logf("revision %d: serving %.1fs and last-known-good %.1fs after the restart began",
+				rev, since.Sub(restart).Seconds(), time.Since(restart).Seconds())
+			r := n.state(t).Revisions[rev]
+			if r == nil || r.Outcome != revisions.OutcomeGood || r.DecidedAt.Before(restart) {
+				t.Errorf("revision %d after the restart: %+v, want Good decided after the restart", rev, r)
+			}
+			cur = good{rev: rev, name: "v1"}
 		})
-		waitFor(t, waitLong, fmt.Sprintf("revision %d to serve", rev), func() (bool, string) {
-			return serving(rev, "", "v1")
-		})
-		if l := n.lkg(); l == rev {
-			t.Fatalf("revision %d became last-known-good before the restart; the rollout window is too short", rev)
-		}
-		t.Logf("revision %d serving %.1fs after publishing; restarting the node", rev, time.Since(published).Seconds())
-		restart := time.Now()
-		if err := script(n.repo, n.vars["NODE_ROOT"], "restart.sh", "--kill-pods"); err != nil {
-			t.Fatalf("hack/node/restart.sh: %v", err)
-		}
-		t.Logf("kubelet and containerd restarted in %.1fs", time.Since(restart).Seconds())
-		since := n.waitGood(t, rev, "", "v1")
-		t.Logf("revision %d: serving %.1fs and last-known-good %.1fs after the restart began",
-			rev, since.Sub(restart).Seconds(), time.Since(restart).Seconds())
-		if r := n.state(t).Revisions[rev]; r == nil || r.Outcome != revisions.OutcomeGood {
-			t.Errorf("revision %d after the restart: %+v", rev, r)
-		}
-	})
+	}
 }

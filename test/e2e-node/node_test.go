@@ -5,18 +5,21 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -97,10 +100,38 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "e2e-node: stopping a node left in %s by an earlier run\n", nodeRoot)
 		_ = script(repo, nodeRoot, "down.sh")
 	}
+	// The node's servers outlive this process: take them down on an
+	// interrupt and before `go test -timeout` would kill the binary.
+	var downOnce sync.Once
+	down := func() error {
+		err := errors.New("already stopped")
+		downOnce.Do(func() { err = script(repo, nodeRoot, "down.sh") })
+		return err
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-sigs
+		fmt.Fprintf(os.Stderr, "e2e-node: %v: stopping the node\n", s)
+		_ = down()
+		os.Exit(1)
+	}()
+	flag.Parse()
+	if f := flag.Lookup("test.timeout"); f != nil {
+		if d, err := time.ParseDuration(f.Value.String()); err == nil && d > 0 {
+			margin := min(time.Minute, d/10)
+			time.AfterFunc(d-margin, func() {
+				fmt.Fprintf(os.Stderr, "e2e-node: the -timeout of %s is about to end the tests: stopping the node (the suite needs about 12 minutes; run it with -timeout 20m)\n", d)
+				_ = down()
+				os.Exit(1)
+			})
+		}
+	}
+
 	start := time.Now()
 	if err := script(repo, nodeRoot, "up.sh"); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e-node: hack/node/up.sh:", err)
-		_ = script(repo, nodeRoot, "down.sh")
+		_ = down()
 		return 1
 	}
 	up := time.Since(start)
@@ -120,7 +151,7 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "e2e-node: node left running in %s (hack/node/down.sh stops it)\n", nodeRoot)
 		return code
 	}
-	if err := script(repo, nodeRoot, "down.sh"); err != nil {
+	if err := down(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e-node: hack/node/down.sh:", err)
 		if code == 0 {
 			code = 1
