@@ -845,9 +845,9 @@ func (e *env) load(workers int, stop <-chan struct{}) <-chan loadResult {
 	reuse := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
 	fresh := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	for i := 0; i < workers; i++ {
-		client := reuse
+		client, kind := reuse, "keep-alive"
 		if i%2 == 1 {
-			client = fresh
+			client, kind = fresh, "new-connection"
 		}
 		wg.Add(1)
 		go func() {
@@ -879,7 +879,7 @@ func (e *env) load(workers int, stop <-chan struct{}) <-chan loadResult {
 				if err != nil {
 					res.failed++
 					if len(res.firstErrors) < 5 {
-						res.firstErrors = append(res.firstErrors, fmt.Sprintf("%s: %v", time.Now().Format("15:04:05.000"), err))
+						res.firstErrors = append(res.firstErrors, fmt.Sprintf("%s %s: %v", time.Now().Format("15:04:05.000"), kind, err))
 					}
 				} else if f := strings.Fields(string(body)); len(f) > 0 {
 					res.bodies[f[0]]++
