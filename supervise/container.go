@@ -280,10 +280,12 @@ func (c *containerRunner) probeEvery(ctx context.Context, kind string, pr *probe
 	}
 	lastMsg := ""
 	for {
+		began := time.Now()
 		out, msg := pr.check(ctx, p.pid)
 		if ctx.Err() != nil {
 			return
 		}
+		c.log.Debug(kind+" probe", "pid", p.pid, "outcome", out, "reason", msg, "took", time.Since(began))
 		if out != probeSuccess && msg != lastMsg {
 			c.log.Info(kind+" probe did not pass", "pid", p.pid, "outcome", out, "reason", msg)
 		}

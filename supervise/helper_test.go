@@ -32,7 +32,8 @@ import (
 //	HELPER_ID          name echoed by / and in the output
 //	HELPER_STARTS      file to which "<id> <pid>" is appended at start
 //	HELPER_EXIT        exit at once with this code
-//	HELPER_CRASH_IF    exit 1 at once if this file exists, else exit 2 once it appears
+//	HELPER_CRASH_IF    exit 1 at once if this file exists, else write <file>.running
+//	                   and exit 2 once the file appears
 //	HELPER_PORT        serve HTTP on 127.0.0.1:<port> with SO_REUSEPORT
 //	HELPER_READY_FILE  /ready answers 200 only while this file exists (else always 200)
 //	HELPER_IGNORE_TERM ignore SIGTERM
@@ -70,6 +71,8 @@ func helperMain() {
 		if _, err := os.Stat(f); err == nil {
 			os.Exit(1)
 		}
+		// Tell the test that this start is past the check.
+		_ = os.WriteFile(f+".running", []byte(strconv.Itoa(os.Getpid())), 0o644)
 		go func() {
 			for {
 				if _, err := os.Stat(f); err == nil {

@@ -105,24 +105,33 @@ func (p *prober) check(ctx context.Context, pgid int) (probeOutcome, string) {
 	default:
 		return probeFailure, "probe has no handler"
 	}
+	// timeoutSeconds bounds the whole probe, retries included, so that a
+	// busy host delays readiness but never stalls the probe loop.
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, p.timeout())
+	defer cancel()
 	var last string
 	for range maxProbeAttempts {
-		if ctx.Err() != nil {
-			return probeUncounted, "stopped"
-		}
 		var err error
 		if h.HTTPGet != nil {
 			err = p.checkHTTP(ctx, pgid)
 		} else {
 			err = p.checkTCP(ctx, pgid)
 		}
-		if err == nil {
+		switch {
+		case err == nil:
 			return probeSuccess, ""
-		}
-		if !errors.Is(err, errAnsweredByOther) {
+		case parent.Err() != nil:
+			return probeUncounted, "stopped"
+		case errors.Is(err, errAnsweredByOther):
+			last = err.Error()
+			continue
+		case last != "" && ctx.Err() != nil:
+			// Out of time after answers from another process only.
+			return probeUncounted, last
+		default:
 			return probeFailure, err.Error()
 		}
-		last = err.Error()
 	}
 	return probeUncounted, last
 }
@@ -152,10 +161,13 @@ func hostOr(host string) string {
 
 // dial opens a TCP connection for a probe, bounded by the probe timeout.
 func (p *prober) dial(ctx context.Context, host string, port int) (net.Conn, error) {
-	d := net.Dialer{Timeout: p.timeout()}
+	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		return nil, fmt.Errorf("dial %s:%d: %w", host, port, err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
 	}
 	return conn, nil
 }
@@ -187,7 +199,10 @@ func (p *prober) checkTCP(ctx context.Context, pgid int) error {
 	defer conn.Close()
 	// The accepted socket shows up once the server has accepted; give it
 	// a moment within the timeout before giving up on attributing it.
-	deadline := time.Now().Add(p.timeout())
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(p.timeout())
+	}
 	for {
 		a, err := p.owner(conn, pgid)
 		switch {
@@ -229,7 +244,6 @@ func (p *prober) checkHTTP(ctx context.Context, pgid int) error {
 		return err
 	}
 	defer raw.Close()
-	_ = raw.SetDeadline(time.Now().Add(p.timeout()))
 	var conn net.Conn = raw
 	if scheme == "https" {
 		// Like the kubelet, probes do not verify certificates.

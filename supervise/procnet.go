@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -186,44 +187,74 @@ func (a attribution) String() string {
 // attribute finds the process that holds the server side of the connection
 // from client to server. With SO_REUSEPORT an old and a new process both
 // listen on server, and the kernel hands each connection to one of them.
-// The accepted socket is the entry whose local address is server and remote
-// address is client. When it is not found (not accepted yet, or closed by the
+// The accepted socket is the one whose local address is server and remote
+// address is client; its inode is among the socket fds of the process that
+// accepted it. When it is not found (not accepted yet, or closed by the
 // server), the answer is still attributed if every listener on the port
-// belongs to the group.
+// belongs to the group. Sockets are looked up with sock_diag, or in
+// /proc/net/tcp where netlink is not available.
 func (p procFS) attribute(client, server netip.AddrPort, pgid int) (attribution, error) {
-	socks, err := p.sockets()
-	if err != nil {
-		return answeredUnknown, err
-	}
 	inodes, err := p.groupSocketInodes(pgid)
 	if err != nil {
 		return answeredUnknown, err
 	}
 	client = netip.AddrPortFrom(client.Addr().Unmap(), client.Port())
 	server = netip.AddrPortFrom(server.Addr().Unmap(), server.Port())
+
+	var diag sockDiag
+	s, err := diag.lookup(server, client)
+	switch {
+	case err == nil && s.state != tcpListen && s.remote == client && s.inode != 0:
+		return owner(inodes, s.inode), nil
+	case err == nil || errors.Is(err, errDiagNotFound):
+		ls, err := diag.listeners(server.Port())
+		if err == nil {
+			return listenersOwner(inodes, server, ls), nil
+		}
+	}
+	return p.attributeProcNet(client, server, inodes)
+}
+
+func owner(inodes map[uint64]bool, inode uint64) attribution {
+	if inodes[inode] {
+		return answeredByGroup
+	}
+	return answeredByOther
+}
+
+// listenersOwner attributes a connection by the listeners on its port: to
+// the group when every one of them is the group's.
+func listenersOwner(inodes map[uint64]bool, server netip.AddrPort, ls []diagSocket) attribution {
+	n := 0
+	for _, l := range ls {
+		if a := l.local.Addr().Unmap(); a != server.Addr() && !a.IsUnspecified() {
+			continue
+		}
+		if !inodes[l.inode] {
+			return answeredUnknown
+		}
+		n++
+	}
+	if n == 0 {
+		return answeredUnknown
+	}
+	return answeredByGroup
+}
+
+// attributeProcNet is attribute over /proc/net/tcp and tcp6.
+func (p procFS) attributeProcNet(client, server netip.AddrPort, inodes map[uint64]bool) (attribution, error) {
+	socks, err := p.sockets()
+	if err != nil {
+		return answeredUnknown, err
+	}
+	var listeners []diagSocket
 	for _, s := range socks {
 		if s.local == server && s.remote == client && s.inode != 0 {
-			if inodes[s.inode] {
-				return answeredByGroup, nil
-			}
-			return answeredByOther, nil
+			return owner(inodes, s.inode), nil
+		}
+		if s.state == tcpListen && s.local.Port() == server.Port() {
+			listeners = append(listeners, diagSocket{local: s.local, state: s.state, inode: s.inode})
 		}
 	}
-	listeners := 0
-	for _, s := range socks {
-		if s.state != tcpListen || s.local.Port() != server.Port() {
-			continue
-		}
-		if a := s.local.Addr(); a != server.Addr() && !a.IsUnspecified() {
-			continue
-		}
-		if !inodes[s.inode] {
-			return answeredUnknown, nil
-		}
-		listeners++
-	}
-	if listeners > 0 {
-		return answeredByGroup, nil
-	}
-	return answeredUnknown, nil
+	return listenersOwner(inodes, server, listeners), nil
 }
