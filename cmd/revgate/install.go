@@ -30,6 +30,9 @@ import (
 // two steps; it is not a user-facing setting.
 const stepDelayEnv = "REVGATE_TEST_INSTALL_STEP_DELAY"
 
+// The monitor's mirror-pod Event sink serves the installer too.
+var _ installer.EventSink = (*monitor.MirrorPod)(nil)
+
 // installOptions are the flags of `revgate install`.
 type installOptions struct {
 	layout revisions.Layout
