@@ -103,6 +103,8 @@ func (o *installOptions) validate() error {
 		errs = append(errs, errors.New("no configuration source: give --source-dir, or --namespace with --configmaps/--secrets"))
 	case kube && o.namespace == "":
 		errs = append(errs, errors.New("--namespace is required with the Kubernetes source"))
+	case kube && len(o.configMaps)+len(o.secrets)+len(o.optionalConfigMaps)+len(o.optionalSecrets) == 0:
+		errs = append(errs, errors.New("no objects to read: give --configmaps, --secrets or their optional forms"))
 	}
 	if (kube || o.kubeconfig != "") && o.nodeName == "" {
 		errs = append(errs, errors.New("--node-name is required with the Kubernetes API (no hostname found)"))
@@ -159,12 +161,12 @@ func (o *installOptions) client() (kubernetes.Interface, error) {
 	return client, nil
 }
 
-func (o *installOptions) source(client kubernetes.Interface) installer.Source {
+func (o *installOptions) source(client kubernetes.Interface, log *slog.Logger) installer.Source {
 	if o.sourceDir != "" {
-		return &installer.LocalSource{Dir: o.sourceDir}
+		return &installer.LocalSource{Dir: o.sourceDir, Logger: log}
 	}
 	return &installer.KubeSource{
-		Logger:             logging.New(nil, slog.LevelInfo),
+		Logger:             log,
 		Client:             client,
 		Namespace:          o.namespace,
 		ConfigMaps:         o.configMaps,
@@ -224,6 +226,7 @@ func gatewayValidator(opts config.Options) installer.Validator {
 }
 
 func (o *installOptions) run(ctx context.Context, w io.Writer) error {
+	log := logging.New(nil, slog.LevelInfo)
 	var client kubernetes.Interface
 	if o.kubeSource() || o.kubeconfig != "" {
 		var err error
@@ -233,7 +236,7 @@ func (o *installOptions) run(ctx context.Context, w io.Writer) error {
 	}
 	in := &installer.Installer{
 		Layout:    o.layout,
-		Source:    o.source(client),
+		Source:    o.source(client, log),
 		Validator: gatewayValidator(validationOptions(o.proxyArgs)),
 		Strict:    o.strict,
 		Render: installer.RenderOptions{
@@ -246,7 +249,7 @@ func (o *installOptions) run(ctx context.Context, w io.Writer) error {
 		Revision:    o.revision,
 		LockTimeout: o.lockTimeout,
 		NoPublish:   o.noPublish,
-		Logger:      logging.New(nil, slog.LevelInfo),
+		Logger:      log,
 	}
 	if client != nil {
 		// Events go on the operand's mirror pod, <pod name>-<node name>, the

@@ -64,6 +64,7 @@ func TestInstallOptionsParse(t *testing.T) {
 			}
 		}},
 		{name: "no node name", args: []string{"--source-dir=x", "--kubeconfig=k", "--node-name="}, wantErr: "--node-name"},
+		{name: "namespace without objects", args: []string{"--namespace=n"}, wantErr: "no objects to read"},
 		{name: "kube without namespace", args: []string{"--configmaps=a"}, wantErr: "--namespace is required"},
 		{name: "bad pull policy", args: []string{"--source-dir=x", "--image-pull-policy=Sometimes"}, wantErr: "Sometimes"},
 		{name: "negative revision", args: []string{"--source-dir=x", "--revision=-1"}, wantErr: "invalid --revision"},
