@@ -12,11 +12,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/revgate/revgate/proxy/admin"
@@ -129,6 +131,7 @@ type Gateway struct {
 	runtime   atomic.Pointer[runtime]
 	httpsPort string
 
+	mu          sync.Mutex // guards listeners
 	listeners   []*listener
 	listenErr   atomic.Pointer[error]
 	bound       atomic.Bool
@@ -139,7 +142,9 @@ type Gateway struct {
 }
 
 type listener struct {
-	name   string
+	name, addr string
+	// l is nil while the listener waits to join a port held by another
+	// process.
 	l      net.Listener
 	srv    *http.Server
 	secure bool
@@ -231,7 +236,13 @@ func (g *Gateway) StartHealthChecks(ctx context.Context) {
 	})
 }
 
-// Listen binds the configured listeners with SO_REUSEPORT.
+// Listen binds the configured listeners with SO_REUSEPORT. The admin
+// listener, and a traffic listener whose port no other process holds, are
+// bound at once. A traffic port already held by another process (the
+// revision being replaced, make-before-break) is joined only once this
+// gateway is ready (see Serve): the kernel spreads new connections over
+// every listener of a SO_REUSEPORT group, so joining earlier would hand
+// clients to a gateway that cannot serve them yet.
 func (g *Gateway) Listen(ctx context.Context) error {
 	rt := g.runtime.Load()
 	newServer := func(h http.Handler) *http.Server {
@@ -252,20 +263,35 @@ func (g *Gateway) Listen(ctx context.Context) error {
 		{"https", g.opts.HTTPSAddr, true, g.Handler(true)},
 		{"admin", g.opts.AdminAddr, false, g.AdminHandler()},
 	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	for _, s := range specs {
 		if s.addr == "" {
 			continue
 		}
+		ls := &listener{name: s.name, addr: s.addr, srv: newServer(s.handler), secure: s.secure}
+		if s.secure {
+			ls.srv.TLSConfig = rt.certs.tlsConfig()
+		}
+		if s.name != "admin" {
+			taken, err := portTaken(s.addr)
+			if err != nil {
+				g.closeListenersLocked()
+				return fmt.Errorf("bind %s listener: %w", s.name, err)
+			}
+			if taken {
+				g.log.Info("port held by another process, joining it once ready", "listener", s.name, "addr", s.addr)
+				g.listeners = append(g.listeners, ls)
+				continue
+			}
+		}
 		l, err := listenReusePort(ctx, s.addr)
 		if err != nil {
-			g.closeListeners()
+			g.closeListenersLocked()
 			return fmt.Errorf("bind %s listener: %w", s.name, err)
 		}
-		srv := newServer(s.handler)
-		if s.secure {
-			srv.TLSConfig = rt.certs.tlsConfig()
-		}
-		g.listeners = append(g.listeners, &listener{name: s.name, l: l, srv: srv, secure: s.secure})
+		ls.l = l
+		g.listeners = append(g.listeners, ls)
 		g.log.Info("listening", "listener", s.name, "addr", l.Addr().String())
 	}
 	g.bound.Store(true)
@@ -273,26 +299,44 @@ func (g *Gateway) Listen(ctx context.Context) error {
 }
 
 // Addr returns the bound address of a listener ("http", "https", "admin"),
-// nil when it is not bound.
+// nil when it is not bound (yet).
 func (g *Gateway) Addr(name string) net.Addr {
-	for _, l := range g.listeners {
-		if l.name == name {
-			return l.l.Addr()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, ls := range g.listeners {
+		if ls.name == name && ls.l != nil {
+			return ls.l.Addr()
 		}
 	}
 	return nil
 }
 
-func (g *Gateway) closeListeners() {
-	for _, l := range g.listeners {
-		l.l.Close()
+func (g *Gateway) closeListenersLocked() {
+	for _, ls := range g.listeners {
+		if ls.l != nil {
+			ls.l.Close()
+		}
 	}
+}
+
+// waiting returns the traffic listeners not serving yet.
+func (g *Gateway) waiting() []*listener {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []*listener
+	for _, ls := range g.listeners {
+		if ls.l == nil {
+			out = append(out, ls)
+		}
+	}
+	return out
 }
 
 // Serve serves the bound listeners until ctx is done, then shuts down
 // gracefully: not ready at once, keep serving for ShutdownDelay, stop
-// accepting, drain in-flight requests up to DrainTimeout. It returns nil
-// after a clean shutdown and an error when a listener failed.
+// accepting, drain in-flight requests up to DrainTimeout. Listeners whose
+// port another process holds join once the readiness checks pass. It
+// returns nil after a clean shutdown and an error when a listener failed.
 func (g *Gateway) Serve(ctx context.Context) error {
 	if !g.bound.Load() {
 		return errors.New("serve before listen")
@@ -301,25 +345,19 @@ func (g *Gateway) Serve(ctx context.Context) error {
 	defer stopHC()
 	g.StartHealthChecks(hcCtx)
 
-	failed := make(chan error, len(g.listeners))
-	for _, l := range g.listeners {
-		go func() {
-			var err error
-			if l.secure {
-				err = l.srv.ServeTLS(l.l, "", "")
-			} else {
-				err = l.srv.Serve(l.l)
-			}
-			if err != nil && !errors.Is(err, http.ErrServerClosed) {
-				err = fmt.Errorf("%s listener: %w", l.name, err)
-				g.listenErr.Store(&err)
-				failed <- err
-			}
-		}()
+	failed := make(chan error, 4)
+	g.mu.Lock()
+	for _, ls := range g.listeners {
+		if ls.l != nil {
+			g.serveListener(ls, failed)
+		}
 	}
-	snap := g.Snapshot()
-	g.notify("READY=1")
-	g.notify(fmt.Sprintf("STATUS=serving revision %d: %d routes, %d backends, fallback %s", snap.Revision, len(snap.Routes), len(snap.Backends), snap.Fallback.Status))
+	g.mu.Unlock()
+	if len(g.waiting()) > 0 {
+		go g.joinWhenReady(ctx, failed)
+	} else {
+		g.announceReady()
+	}
 	if g.opts.WatchdogInterval > 0 && g.opts.Notifier != nil {
 		go g.watchdog(ctx)
 	}
@@ -332,6 +370,103 @@ func (g *Gateway) Serve(ctx context.Context) error {
 	}
 	g.Shutdown()
 	return serveErr
+}
+
+func (g *Gateway) serveListener(ls *listener, failed chan<- error) {
+	go func() {
+		var err error
+		if ls.secure {
+			err = ls.srv.ServeTLS(ls.l, "", "")
+		} else {
+			err = ls.srv.Serve(ls.l)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			err = fmt.Errorf("%s listener: %w", ls.name, err)
+			g.listenErr.Store(&err)
+			failed <- err
+		}
+	}()
+}
+
+func (g *Gateway) announceReady() {
+	snap := g.Snapshot()
+	g.notify("READY=1")
+	g.notify(fmt.Sprintf("STATUS=serving revision %d: %d routes, %d backends, fallback %s", snap.Revision, len(snap.Routes), len(snap.Backends), snap.Fallback.Status))
+}
+
+// joinPollInterval is how often a waiting gateway re-evaluates readiness.
+const joinPollInterval = 100 * time.Millisecond
+
+// joinWhenReady binds the waiting listeners once the readiness checks
+// (other than listeners and shutdown) pass.
+func (g *Gateway) joinWhenReady(ctx context.Context, failed chan<- error) {
+	defer func() {
+		if r := recover(); r != nil {
+			g.log.Error("joining listeners panicked", "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	t := g.opts.Clock.NewTicker(joinPollInterval)
+	defer t.Stop()
+	for {
+		if err := g.gateReady(); err == nil {
+			if err := g.join(ctx, failed); err != nil {
+				g.listenErr.Store(&err)
+				failed <- err
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+	}
+}
+
+func (g *Gateway) join(ctx context.Context, failed chan<- error) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.draining.Load() {
+		return nil
+	}
+	for _, ls := range g.listeners {
+		if ls.l != nil {
+			continue
+		}
+		l, err := listenReusePort(ctx, ls.addr)
+		if err != nil {
+			return fmt.Errorf("join %s listener: %w", ls.name, err)
+		}
+		ls.l = l
+		g.log.Info("ready, listening beside the other process", "listener", ls.name, "addr", l.Addr().String())
+		g.serveListener(ls, failed)
+	}
+	go g.announceReady()
+	return nil
+}
+
+// gateReady runs the readiness checks that decide whether to take traffic.
+func (g *Gateway) gateReady() error {
+	for _, c := range []func() (string, error){g.checkConfigReady, g.checkCertificates, g.checkFallback, g.checkUpstreams} {
+		if _, err := c(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// portTaken reports whether another socket listens on addr: a bind without
+// SO_REUSEPORT fails then. Port 0 is never taken.
+func portTaken(addr string) (bool, error) {
+	l, err := net.Listen("tcp", addr)
+	if err == nil {
+		l.Close()
+		return false, nil
+	}
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return true, nil
+	}
+	return false, err
 }
 
 func (g *Gateway) watchdog(ctx context.Context) {
@@ -363,9 +498,12 @@ func (g *Gateway) Shutdown() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), g.opts.DrainTimeout)
 	defer cancel()
+	g.mu.Lock()
+	listeners := slices.Clone(g.listeners)
+	g.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, l := range g.listeners {
-		if l.name == "admin" {
+	for _, l := range listeners {
+		if l.name == "admin" || l.l == nil {
 			continue
 		}
 		wg.Add(1)
@@ -379,7 +517,7 @@ func (g *Gateway) Shutdown() {
 	}
 	wg.Wait()
 	g.closeHijacked()
-	for _, l := range g.listeners {
+	for _, l := range listeners {
 		if l.name == "admin" {
 			l.srv.Close()
 		}
@@ -433,6 +571,7 @@ func (g *Gateway) AdminHandler() http.Handler {
 	live := []admin.Check{common[0], common[2]}
 	ready := slices.Clone(common)
 	ready[1] = admin.Check{Name: "config", Run: g.checkConfigReady}
+	ready[2] = admin.Check{Name: "listeners", Run: g.checkListenersReady}
 	ready = append(ready,
 		admin.Check{Name: "shutdown", Run: g.checkShutdown},
 		// The prefix tells a startup monitor that this is a dependency
@@ -483,6 +622,28 @@ func (g *Gateway) checkListeners() (string, error) {
 		return "", errors.New("listeners not bound yet")
 	}
 	return "", nil
+}
+
+// checkListenersReady also reports listeners waiting to join a port held by
+// another process: green while the other checks keep the gateway out (so a
+// monitor sees only those), red in the moment between passing them and
+// taking traffic.
+func (g *Gateway) checkListenersReady() (string, error) {
+	if _, err := g.checkListeners(); err != nil {
+		return "", err
+	}
+	waiting := g.waiting()
+	if len(waiting) == 0 {
+		return "", nil
+	}
+	addrs := make([]string, 0, len(waiting))
+	for _, ls := range waiting {
+		addrs = append(addrs, ls.addr)
+	}
+	if g.gateReady() == nil && !g.draining.Load() {
+		return "", fmt.Errorf("joining %s", strings.Join(addrs, ", "))
+	}
+	return "waiting until ready to join " + strings.Join(addrs, ", ") + " (held by another process)", nil
 }
 
 func (g *Gateway) checkCertificates() (string, error) {

@@ -610,3 +610,72 @@ func TestWatchdog(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestJoinSharedPortOnceReady: while another process holds the traffic
+// port, the gateway binds it only once its readiness checks pass, so the
+// kernel never hands it connections it cannot serve.
+func TestJoinSharedPortOnceReady(t *testing.T) {
+	other, err := listenReusePort(context.Background(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	shared := other.Addr().String()
+
+	// The backend's only endpoint is down at first.
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	upAddr := l.Addr().String()
+	l.Close()
+	sb := newSnapshot()
+	be := sb.backend("ns/a:80", upAddr)
+	be.HealthCheck = &model.HealthCheck{Path: "/", Interval: 20 * time.Millisecond, Timeout: 200 * time.Millisecond}
+	sb.route("", "/", model.PathPrefix, single("a", be))
+	n := &recordingNotifier{}
+	g, _ := runGateway(t, sb.s, Options{HTTPAddr: shared, Notifier: n})
+
+	time.Sleep(300 * time.Millisecond)
+	if g.Addr("http") != nil {
+		t.Fatal("joined the shared port while not ready")
+	}
+	if strings.Contains(n.all(), "READY=1") {
+		t.Fatal("READY=1 before serving traffic")
+	}
+	code, _, body := get(t, nil, url(g, "admin", "/readyz?verbose"), "", nil)
+	if code != 500 || !strings.Contains(body, "[+]listeners ok: waiting until ready to join "+shared) ||
+		!strings.Contains(body, "[-]dependency/upstreams failed") {
+		t.Fatalf("readyz while waiting %d:\n%s", code, body)
+	}
+	if strings.Count(body, "[-]") != 1 {
+		t.Fatalf("only the dependency check may fail while waiting:\n%s", body)
+	}
+
+	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "served") })}
+	ul, err := net.Listen("tcp", upAddr)
+	if err != nil {
+		t.Skipf("upstream address taken meanwhile: %v", err)
+	}
+	go up.Serve(ul)
+	defer up.Close()
+
+	deadline := time.Now().Add(10 * time.Second)
+	for g.Addr("http") == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("did not join the shared port after becoming ready")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The other process leaves; the gateway now takes every connection.
+	other.Close()
+	if code, _, body := get(t, nil, "http://"+shared+"/", "x", nil); code != 200 || body != "served" {
+		t.Fatalf("after joining: %d %q", code, body)
+	}
+	for !strings.Contains(n.all(), "READY=1") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no READY=1 after joining: %q", n.all())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code, _, body := get(t, nil, url(g, "admin", "/readyz?verbose"), "", nil); code != 200 {
+		t.Fatalf("readyz after joining %d:\n%s", code, body)
+	}
+}
