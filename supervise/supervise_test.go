@@ -600,3 +600,30 @@ func TestLivenessFailureRestartsTheContainer(t *testing.T) {
 		return c.Restarts >= 1 && c.PID != 0 && c.PID != first && !alive(first)
 	})
 }
+
+func TestPodIsReadyWhenEveryContainerIs(t *testing.T) {
+	t.Parallel()
+	dir, tmp := t.TempDir(), t.TempDir()
+	port := freePort(t)
+	gate := filepath.Join(tmp, "gate")
+	pod := httpReadiness(helperPod(t, "two", map[string]string{"HELPER_ID": "web", "HELPER_PORT": strconv.Itoa(port), "HELPER_READY_FILE": gate}), port)
+	side := pod.Spec.Containers[0].DeepCopy()
+	side.Name, side.Ports, side.ReadinessProbe = "side", nil, nil
+	side.Env = []corev1.EnvVar{{Name: "SUPERVISE_HELPER", Value: "1"}, {Name: "HELPER_ID", Value: "side"}}
+	pod.Spec.Containers = append(pod.Spec.Containers, *side)
+	writeManifest(t, dir, "two.yaml", pod)
+	r := startSupervisor(t, New(fastOptions(t, dir)))
+
+	waitFor(t, "the side container to be ready", func() bool {
+		p, _ := r.pod("two.yaml")
+		return p.Current != nil && len(p.Current.Containers) == 2 && p.Current.Containers[1].Ready
+	})
+	time.Sleep(1500 * time.Millisecond) // a probe period of the web container
+	if p, _ := r.pod("two.yaml"); p.Current.Ready || p.Current.Containers[0].Ready {
+		t.Fatalf("pod ready while its web container's probe fails: %+v", p.Current)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pod to be ready", func() bool { return r.currentReady("two.yaml") })
+}

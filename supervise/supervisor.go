@@ -462,6 +462,9 @@ func (s *Supervisor) updateLocked(sl *slot, m manifest) {
 		return
 	}
 	s.genSeq++
+	if n := len(m.pod.Spec.InitContainers); n > 0 {
+		s.log.Warn("init containers are not run by the supervisor; starting the containers without them", "pod", sl.name, "initContainers", n)
+	}
 	g := newGeneration(s.genSeq, sl.name, m.pod, m.fingerprint, &s.opts, s.poke)
 	if sl.current == nil {
 		s.log.Info("starting pod", "pod", sl.name, "generation", g.id, "fingerprint", g.fingerprint)
