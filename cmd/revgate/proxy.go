@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/revgate/revgate/internal/logging"
 	"github.com/revgate/revgate/proxy/config"
 	"github.com/revgate/revgate/proxy/model"
 	"github.com/revgate/revgate/proxy/server"
@@ -74,7 +75,7 @@ func (o *proxyOptions) validate() error {
 func (o *proxyOptions) run(ctx context.Context) error {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(o.logLevel))
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})).With("revision", o.config.Revision)
+	log := logging.New(os.Stderr, lvl).With("revision", o.config.Revision)
 	slog.SetDefault(log)
 	debug.SetGCPercent(o.gcPercent)
 	so := o.server
@@ -105,7 +106,9 @@ them with object-level fallback, and proxy HTTP and HTTPS traffic by the
 Ingress and IngressRoute rules. Admin endpoints (/healthz, /livez, /readyz,
 /metrics, /debug/config/...) listen on --admin-addr. A start record is
 appended to --termination-log first; a failure exit appends an exit record.
-SIGTERM drains in-flight requests.`,
+Listeners use SO_REUSEPORT: a traffic port still held by the process being
+replaced is joined only once this one is ready. SIGTERM drains in-flight
+requests.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd.Context())
