@@ -45,6 +45,7 @@ func (o *proxyOptions) addFlags(cmd *cobra.Command) {
 	fs.StringVar(&o.terminationLog, "termination-log", defaultTerminationLog, "file the start and failure-exit records are appended to (empty disables)")
 	fs.DurationVar(&o.server.DrainTimeout, "drain-timeout", server.DefaultDrainTimeout, "how long in-flight requests may finish after SIGTERM")
 	fs.DurationVar(&o.server.ShutdownDelay, "shutdown-delay", server.DefaultShutdownDelay, "how long to keep serving, not ready, after SIGTERM before closing listeners (negative: none)")
+	fs.DurationVar(&o.server.AcceptGrace, "accept-grace", server.DefaultAcceptGrace, "at shutdown, how long connections accepted just before the listeners closed have to send their first request (negative: none)")
 	fs.DurationVar(&o.server.ReadHeaderTimeout, "read-header-timeout", server.DefaultReadHeaderTimeout, "limit for reading a request's headers")
 	fs.DurationVar(&o.server.IdleTimeout, "idle-timeout", server.DefaultIdleTimeout, "idle client keep-alive connections are closed after this")
 	fs.IntVar(&o.server.MaxHeaderBytes, "max-header-bytes", server.DefaultMaxHeaderBytes, "largest request header block accepted (431 beyond)")

@@ -39,6 +39,7 @@ const (
 	DefaultReadHeaderTimeout = 10 * time.Second
 	DefaultIdleTimeout       = 120 * time.Second
 	DefaultMaxHeaderBytes    = 64 << 10
+	DefaultAcceptGrace       = 500 * time.Millisecond
 )
 
 // Notifier receives service-manager notifications ("READY=1", "STATUS=...",
@@ -63,6 +64,10 @@ type Options struct {
 	// a shutdown signal, so that load balancers stop sending first; 2s.
 	// Negative disables the delay.
 	ShutdownDelay time.Duration
+	// AcceptGrace is how long, at shutdown, connections accepted just before
+	// the listeners closed have to send their first request before the
+	// drain begins; 500ms. Negative: none.
+	AcceptGrace time.Duration
 	// ReadHeaderTimeout bounds reading request headers (slowloris); 10s.
 	ReadHeaderTimeout time.Duration
 	// IdleTimeout closes idle client keep-alive connections; 120s.
@@ -91,6 +96,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.ShutdownDelay == 0 {
 		o.ShutdownDelay = DefaultShutdownDelay
+	}
+	if o.AcceptGrace == 0 {
+		o.AcceptGrace = DefaultAcceptGrace
 	}
 	if o.ReadHeaderTimeout <= 0 {
 		o.ReadHeaderTimeout = DefaultReadHeaderTimeout
@@ -380,7 +388,8 @@ func (g *Gateway) serveListener(ls *listener, failed chan<- error) {
 		} else {
 			err = ls.srv.Serve(ls.l)
 		}
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		// Shutdown closes the listeners itself before draining.
+		if err != nil && !errors.Is(err, http.ErrServerClosed) && !g.draining.Load() {
 			err = fmt.Errorf("%s listener: %w", ls.name, err)
 			g.listenErr.Store(&err)
 			failed <- err
@@ -501,6 +510,21 @@ func (g *Gateway) Shutdown() {
 	g.mu.Lock()
 	listeners := slices.Clone(g.listeners)
 	g.mu.Unlock()
+	// Stop accepting first and let connections accepted just before read
+	// their first request: http.Server.Shutdown would close such a
+	// connection unanswered (golang/go#75591), and a client does not retry
+	// a request on a new connection. Answers now carry Connection: close.
+	traffic := false
+	for _, l := range listeners {
+		if l.name != "admin" && l.l != nil {
+			l.l.Close()
+			l.srv.SetKeepAlivesEnabled(false)
+			traffic = true
+		}
+	}
+	if traffic && g.opts.AcceptGrace > 0 {
+		time.Sleep(min(g.opts.AcceptGrace, g.opts.DrainTimeout))
+	}
 	var wg sync.WaitGroup
 	for _, l := range listeners {
 		if l.name == "admin" || l.l == nil {

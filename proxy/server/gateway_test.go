@@ -679,3 +679,44 @@ func TestJoinSharedPortOnceReady(t *testing.T) {
 		t.Fatalf("readyz after joining %d:\n%s", code, body)
 	}
 }
+
+// TestDrainAnswersAcceptedConnection guards against golang/go#75591: a
+// connection accepted before the listener closed whose first request
+// arrives once shutdown has begun must still be answered.
+func TestDrainAnswersAcceptedConnection(t *testing.T) {
+	sb := newSnapshot()
+	sb.route("", "/", model.PathPrefix, single("a", sb.backend("ns/a:80", addrOf(newEcho(t, "a")))))
+	g, stop := runGateway(t, sb.s, Options{AcceptGrace: DefaultAcceptGrace})
+	addr := g.Addr("http").String()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	time.Sleep(50 * time.Millisecond) // accepted by the server by now
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			break // the listener is closed: shutdown has begun
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("listener still open")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("request on a connection accepted before shutdown got no answer: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !resp.Close {
+		t.Fatalf("answer %d, close %v; want 200 with Connection: close", resp.StatusCode, resp.Close)
+	}
+	<-stopped
+}

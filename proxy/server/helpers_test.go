@@ -86,6 +86,9 @@ func runGateway(t testing.TB, snap *model.Snapshot, o Options) (*Gateway, contex
 	if o.ShutdownDelay == 0 {
 		o.ShutdownDelay = -1
 	}
+	if o.AcceptGrace == 0 {
+		o.AcceptGrace = 20 * time.Millisecond
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
