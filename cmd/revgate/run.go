@@ -162,7 +162,6 @@ func loopbackIfUnspecified(addr string) string {
 // --source-dir: the same for revision 1 and for the command printed for the
 // next revision, so every revision gets the same proxy and monitor settings.
 func (o *runOptions) installArgs(l revisions.Layout) []string {
-	_, adminURL := o.urls()
 	var args []string
 	if l.Target != revisions.DefaultTarget {
 		args = append(args, "--target="+l.Target)
@@ -177,11 +176,9 @@ func (o *runOptions) installArgs(l revisions.Layout) []string {
 		args = append(args, "--proxy-arg=--http-addr="+o.httpAddr)
 	}
 	if o.adminAddr != "" {
-		args = append(args,
-			"--proxy-arg=--admin-addr="+o.adminAddr,
-			"--monitor-arg=--healthz-url="+adminURL+"/healthz",
-			"--monitor-arg=--readyz-url="+adminURL+"/readyz",
-		)
+		// The installer points the readiness probe and the startup
+		// monitor at the admin address given to the proxy.
+		args = append(args, "--proxy-arg=--admin-addr="+o.adminAddr)
 	}
 	return append(args,
 		"--monitor-arg=--fallback-timeout="+o.fallbackTimeout.String(),

@@ -33,8 +33,6 @@ func TestRunInstallArgs(t *testing.T) {
 			want: []string{
 				"--target=edge", "--lock-file=/r/edge.lock",
 				"--proxy-arg=--http-addr=:18080", "--proxy-arg=--admin-addr=127.0.0.1:19901",
-				"--monitor-arg=--healthz-url=http://127.0.0.1:19901/healthz",
-				"--monitor-arg=--readyz-url=http://127.0.0.1:19901/readyz",
 			},
 			httpURL:  "http://127.0.0.1:18080",
 			adminURL: "http://127.0.0.1:19901",

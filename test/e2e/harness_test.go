@@ -431,9 +431,9 @@ func waitNoListener(t *testing.T, addr string, d time.Duration) {
 	t.Errorf("something still listens on %s after supervise stopped", addr)
 }
 
-// installArgs are the layout, port and timing flags of every install.
+// installArgs are the layout, port and timing flags of every install. The
+// installer points the readiness probe and the monitor at --admin-addr.
 func (e *env) installArgs() []string {
-	admin := "http://" + e.adminAddr
 	return []string{
 		"--target=" + e.layout.Target,
 		"--resource-dir=" + e.layout.ResourceDir,
@@ -444,8 +444,6 @@ func (e *env) installArgs() []string {
 		"--proxy-arg=--http-addr=" + e.httpAddr,
 		"--proxy-arg=--https-addr=" + e.httpsAddr,
 		"--proxy-arg=--admin-addr=" + e.adminAddr,
-		"--monitor-arg=--healthz-url=" + admin + "/healthz",
-		"--monitor-arg=--readyz-url=" + admin + "/readyz",
 		"--monitor-arg=--fallback-timeout=" + fallbackTimeout.String(),
 		"--monitor-arg=--probe-interval=" + probeInterval.String(),
 		"--monitor-arg=--retry-initial=" + retryInitial.String(),
