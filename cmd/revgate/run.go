@@ -42,6 +42,10 @@ const (
 	demoManifestName = "demo-upstreams.yaml"
 )
 
+// runSuperviseArgs restart crashed containers sooner than on a server, so
+// that a crash-looping revision is told apart within seconds on a laptop.
+var runSuperviseArgs = []string{"--backoff-initial=1s", "--backoff-max=30s"}
+
 // runOptions are the flags of `revgate run`.
 type runOptions struct {
 	// root is the local folder holding everything; default .run.
@@ -254,7 +258,8 @@ func (o *runOptions) run(ctx context.Context, out io.Writer) error {
 		return fmt.Errorf("remove demo upstreams: %w", err)
 	}
 
-	sup := exec.Command(o.binary, append([]string{"supervise", "--manifests-dir=" + l.ManifestsDir}, o.superviseArgs...)...)
+	supArgs := append([]string{"supervise", "--manifests-dir=" + l.ManifestsDir}, runSuperviseArgs...)
+	sup := exec.Command(o.binary, append(supArgs, o.superviseArgs...)...)
 	sup.Stdout, sup.Stderr = logw, logw
 	// Its own process group, so that a Ctrl-C reaches the supervisor only
 	// through us, once; and SIGTERM should we die without stopping it.

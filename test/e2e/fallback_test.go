@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -37,7 +38,54 @@ func (e *env) checkFailed(rev int, reason string) *revisions.RevisionState {
 	if e.lkg() == rev {
 		e.t.Errorf("failed revision %d is last-known-good", rev)
 	}
+	e.checkStatus(rev, reason)
 	return r
+}
+
+// statusReport is the part of `revgate status -o json` the suite reads.
+type statusReport struct {
+	Published *struct {
+		Revision int `json:"revision"`
+		Fallback *struct {
+			ForRevision int    `json:"forRevision"`
+			Reason      string `json:"reason"`
+		} `json:"fallback"`
+	} `json:"published"`
+	LastKnownGood  int `json:"lastKnownGood"`
+	PendingRetries []struct {
+		Revision int `json:"revision"`
+	} `json:"pendingRetries"`
+}
+
+// checkStatus checks that `revgate status` tells the fallback from the
+// failed revision as the files do.
+func (e *env) checkStatus(failed int, reason string) {
+	e.t.Helper()
+	out, err := revgate(e.t, "status", "-o", "json", "--target="+e.layout.Target,
+		"--resource-dir="+e.layout.ResourceDir, "--manifests-dir="+e.layout.ManifestsDir)
+	if err != nil {
+		e.t.Errorf("revgate status: %v\n%s", err, out)
+		return
+	}
+	var rep statusReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		e.t.Errorf("revgate status -o json: %v\n%s", err, out)
+		return
+	}
+	if rep.Published == nil || rep.Published.Fallback == nil ||
+		rep.Published.Fallback.ForRevision != failed || rep.Published.Fallback.Reason != reason {
+		e.t.Errorf("revgate status does not show the fallback from revision %d with %s:\n%s", failed, reason, out)
+	}
+	if rep.LastKnownGood != e.lkg() {
+		e.t.Errorf("revgate status: last-known-good %d, the link says %d", rep.LastKnownGood, e.lkg())
+	}
+	pending := false
+	for _, r := range rep.PendingRetries {
+		pending = pending || r.Revision == failed
+	}
+	if pending != revisions.Retried(reason) {
+		e.t.Errorf("revgate status: retry of revision %d pending = %v, want %v:\n%s", failed, pending, revisions.Retried(reason), out)
+	}
 }
 
 // checkNotRetried waits past the retry schedule and checks that the failed
