@@ -306,6 +306,11 @@ func TestNode(t *testing.T) {
 			since := n.waitGood(t, rev, "", "v1")
 			t.Logf("revision %d: serving %.1fs and last-known-good %.1fs after the restart began",
 				rev, since.Sub(restart).Seconds(), time.Since(restart).Seconds())
+			starts := n.startsSince(t, rev, restart)
+			t.Logf("revision %d: %d start records after the restart began", rev, starts)
+			if tc.name == "node-restart/power-cut" && starts == 0 {
+				t.Errorf("revision %d: no start record after the power cut; the kill missed the gateway container", rev)
+			}
 			r := n.state(t).Revisions[rev]
 			if r == nil || r.Outcome != revisions.OutcomeGood || r.DecidedAt.Before(restart) {
 				t.Errorf("revision %d after the restart: %+v, want Good decided after the restart", rev, r)

@@ -412,6 +412,23 @@ func (n *nodeEnv) state(t *testing.T) *revisions.State {
 	return st
 }
 
+// startsSince counts the start records of revision rev in the termination
+// log written after since.
+func (n *nodeEnv) startsSince(t *testing.T, rev int, since time.Time) int {
+	t.Helper()
+	recs, err := revisions.ReadTerminationRecords(n.layout.TerminationLog)
+	if err != nil {
+		t.Fatalf("read the termination log: %v", err)
+	}
+	count := 0
+	for _, r := range recs {
+		if r.Type == revisions.RecordStart && r.Revision == rev && r.Time.After(since) {
+			count++
+		}
+	}
+	return count
+}
+
 func (n *nodeEnv) monitorPublished() bool {
 	_, err := os.Stat(n.layout.PublishedMonitorManifest())
 	return err == nil
