@@ -16,6 +16,7 @@ type discardWriter struct{ h http.Header }
 func (d *discardWriter) Header() http.Header         { return d.h }
 func (d *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (d *discardWriter) WriteHeader(int)             {}
+func (d *discardWriter) EnableFullDuplex() error     { return nil }
 
 // BenchmarkHandler is the proxy hot path: route lookup, backend pick,
 // header rewriting, the upstream round trip over a kept-alive loopback
@@ -45,5 +46,4 @@ func BenchmarkHandler(b *testing.B) {
 			}
 		})
 	}
-
 }
