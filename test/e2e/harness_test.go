@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -97,16 +98,43 @@ func setup(m *testing.M) (int, error) {
 	return m.Run(), nil
 }
 
-// freeAddr returns a loopback address with a port free at the time of the
-// call.
+// Ports handed out by freeAddr come from below the kernel's ephemeral
+// range, so that no outgoing connection (the load clients open thousands)
+// and no other freeAddr call of this suite holds one: scenarios running in
+// parallel must never share a port, which SO_REUSEPORT would allow
+// silently.
+const (
+	portLow  = 20000
+	portHigh = 32000
+)
+
+var (
+	portsMu   sync.Mutex
+	portsUsed = map[int]bool{}
+)
+
+// freeAddr returns a loopback address whose port is free now and handed out
+// to no one else in this run.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for i := 0; i < 1000; i++ {
+		port := portLow + rand.IntN(portHigh-portLow)
+		if portsUsed[port] {
+			continue
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		portsUsed[port] = true
+		return addr
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free port")
+	return ""
 }
 
 // quiet discards the upstreams' logs.
@@ -413,22 +441,44 @@ func (e *env) stopSupervise(sig syscall.Signal) {
 		<-done
 		e.t.Errorf("supervise did not stop within 60s of %s", sig)
 	}
-	// Anything it ran must be gone with it: a leftover proxy would serve on
-	// the next scenario's ports or hold this one's.
-	waitNoListener(e.t, e.adminAddr, 40*time.Second)
+	// Anything it ran must be gone with it.
+	waitNoProcesses(e.t, e.root, 40*time.Second)
 }
 
-func waitNoListener(t *testing.T, addr string, d time.Duration) {
+// processesUnder returns the processes whose command line names a path
+// under root: every pod of a scenario does.
+func processesUnder(root string) []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, d := range entries {
+		if _, err := strconv.Atoi(d.Name()); err != nil {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err != nil || !bytes.Contains(data, []byte(root+"/")) {
+			continue
+		}
+		out = append(out, d.Name()+": "+strings.ReplaceAll(string(bytes.TrimRight(data, "\x00")), "\x00", " "))
+	}
+	return out
+}
+
+// waitNoProcesses waits until no process of the scenario rooted at root is
+// left.
+func waitNoProcesses(t *testing.T, root string, d time.Duration) {
+	t.Helper()
 	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err != nil {
+	for {
+		left := processesUnder(root)
+		if len(left) == 0 {
 			return
 		}
-		c.Close()
+		if time.Now().After(deadline) {
+			t.Errorf("processes left %s after stopping:\n%s", d, strings.Join(left, "\n"))
+			return
+		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Errorf("something still listens on %s after supervise stopped", addr)
 }
 
 // installArgs are the layout, port and timing flags of every install. The

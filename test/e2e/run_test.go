@@ -115,8 +115,7 @@ func TestRun(t *testing.T) {
 		}
 	}
 	p.interrupt(t)
-	waitNoListener(t, e.adminAddr, 10*time.Second)
-	waitNoListener(t, e.httpAddr, 10*time.Second)
+	waitNoProcesses(t, root, 10*time.Second)
 
 	p = startRun(t, args...)
 	waitFor(t, waitLong, "revgate run to resume", func() (bool, string) {
