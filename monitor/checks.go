@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -78,8 +79,13 @@ func (m *Monitor) terminationCheck(since time.Time, final bool) Check {
 }
 
 // probeAttempts bounds how often one check asks again when another revision
-// answered.
-const probeAttempts = 5
+// answered. With two processes sharing the admin port each attempt reaches
+// ours about half the time.
+const probeAttempts = 8
+
+// errInconclusive marks a check that learnt nothing about this revision: only
+// another revision's process answered. The monitor then keeps what it knew.
+var errInconclusive = errors.New("only another revision answered")
 
 // probeOwn asks url until an answer of this revision comes; answers of other
 // revisions (a process being replaced beside ours) do not count.
@@ -109,7 +115,7 @@ func (m *Monitor) healthzCheck() Check {
 		case err != nil:
 			return false, revisions.ReasonUnhealthy, fmt.Sprintf("%s unreachable: %v", m.opts.HealthzURL, err), nil
 		case foreign != "":
-			return false, revisions.ReasonUnhealthy, foreign, nil
+			return false, revisions.ReasonUnhealthy, foreign, errInconclusive
 		case a.StatusCode != 200:
 			return false, revisions.ReasonUnhealthy, fmt.Sprintf("%s answered %d: %s", m.opts.HealthzURL, a.StatusCode, shorten(a.Body)), nil
 		}
@@ -128,7 +134,7 @@ func (m *Monitor) readyzCheck() Check {
 		case err != nil:
 			return false, revisions.ReasonNotReady, fmt.Sprintf("%s unreachable: %v", u, err), nil
 		case foreign != "":
-			return false, revisions.ReasonNotReady, foreign, nil
+			return false, revisions.ReasonNotReady, foreign, errInconclusive
 		case a.StatusCode == 200:
 			return true, "", "", nil
 		}

@@ -111,6 +111,7 @@ type Monitor struct {
 	streak       int
 	nextRetry    time.Time
 	lastReason   string
+	lastMessage  string
 	events       []pendingEvent
 }
 
@@ -387,6 +388,18 @@ func (m *Monitor) stepWatching(ctx context.Context, obs observation) (bool, erro
 		checks = append(checks, m.mirrorPodCheck())
 	}
 	ok, reason, message, err := runChecks(ctx, checks...)
+	if errors.Is(err, errInconclusive) {
+		// Another revision's process answered every attempt: this says
+		// nothing about ours, so neither count it nor let it name the
+		// failure; decide on what was last learnt about this revision.
+		if !final {
+			return false, nil
+		}
+		if m.lastReason != "" {
+			reason, message = m.lastReason, m.lastMessage
+		}
+		return m.fail(ctx, reason, message)
+	}
 	if err != nil {
 		m.log.Warn("check failed to run", "reason", reason, "err", err)
 	}
@@ -401,8 +414,8 @@ func (m *Monitor) stepWatching(ctx context.Context, obs observation) (bool, erro
 	m.streak = 0
 	if reason != m.lastReason {
 		m.log.Info("revision not ready yet", "reason", reason, "message", message)
-		m.lastReason = reason
 	}
+	m.lastReason, m.lastMessage = reason, message
 	if final || reason == revisions.ReasonCrashLooping {
 		return m.fail(ctx, reason, message)
 	}

@@ -316,6 +316,36 @@ func TestAnswersOfBothRevisionsDuringReplacement(t *testing.T) {
 	}
 }
 
+// Regression: with the old process sharing the admin port, the last probe
+// before the timeout could be answered only by the old revision, and the
+// fallback was then reported as Unhealthy instead of what revision 2 itself
+// had said (NotReady).
+func TestForeignAnswersAtTheTimeoutKeepTheLastOwnReason(t *testing.T) {
+	e := node12(t)
+	e.record(revisions.RecordStart, 2, "")
+	e.op.set(func(o *operand) {
+		o.ready = 503
+		o.body = "[+]ping ok\n[-]config failed: broken object\nreadyz check failed\n"
+	})
+	e.serve(2)
+	m := e.monitor(2)
+	if e.stepFor(m, DefaultFallbackTimeout-10*time.Second) {
+		t.Fatal("decided before the timeout")
+	}
+	if rs := e.state(2); rs != nil && rs.Outcome == revisions.OutcomeFailed {
+		t.Fatal("failed before the timeout")
+	}
+	e.serve(1) // from now on only the old process answers
+	e.stepFor(m, 20*time.Second)
+	rs := e.state(2)
+	if rs == nil || rs.Outcome != revisions.OutcomeFailed {
+		t.Fatalf("no failure recorded: %+v", rs)
+	}
+	if rs.Reason != revisions.ReasonNotReady || !strings.Contains(rs.Message, "[-]config failed: broken object") {
+		t.Fatalf("reason %s (%s), want NotReady with revision 2's own checks", rs.Reason, rs.Message)
+	}
+}
+
 func TestStartsOfAnEarlierRolloutDoNotCount(t *testing.T) {
 	e := newEnv(t)
 	e.install(1)
