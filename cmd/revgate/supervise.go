@@ -5,15 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
-	"github.com/coreos/go-systemd/v22/journal"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/revgate/revgate/internal/logging"
 	"github.com/revgate/revgate/supervise"
-	"github.com/revgate/revgate/supervise/journald"
 )
 
 // superviseOptions are the flags of `revgate supervise`.
@@ -73,15 +71,11 @@ func (o *superviseOptions) Validate() error {
 func (o *superviseOptions) logger() *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(o.logLevel))
-	useJournal := o.logTarget == "journald"
-	if o.logTarget == "auto" {
-		stream, _ := journal.StderrIsJournalStream()
-		useJournal = stream && journal.Enabled()
+	l, err := logging.NewFor(o.logTarget, nil, lvl)
+	if err != nil { // Validate has refused other targets
+		return logging.New(nil, lvl)
 	}
-	if useJournal {
-		return slog.New(journald.New(journald.Options{Level: lvl}))
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	return l
 }
 
 // Run supervises until ctx is cancelled (SIGTERM, SIGINT), then stops every

@@ -17,17 +17,47 @@ import (
 	"github.com/coreos/go-systemd/v22/journal"
 )
 
-// New returns the logger of a command: a JournalHandler when journald is
-// reachable (journal.Enabled), a text handler on w otherwise (os.Stderr when
-// w is nil). level is the minimum level.
+// Log targets accepted by NewFor.
+const (
+	// TargetAuto logs to journald when stderr is connected to the journal (a
+	// systemd service) and journald is reachable, to stderr otherwise.
+	TargetAuto = "auto"
+	// TargetStderr always logs text to stderr.
+	TargetStderr = "stderr"
+	// TargetJournald always logs to journald.
+	TargetJournald = "journald"
+)
+
+// New returns the logger of a command for TargetAuto: a JournalHandler under
+// systemd, a text handler on w otherwise (os.Stderr when w is nil). level is
+// the minimum level.
 func New(w io.Writer, level slog.Level) *slog.Logger {
-	if journal.Enabled() {
-		return slog.New(NewJournalHandler(&slog.HandlerOptions{Level: level}))
+	l, _ := NewFor(TargetAuto, w, level)
+	return l
+}
+
+// NewFor returns the logger for a target (auto, stderr or journald).
+func NewFor(target string, w io.Writer, level slog.Level) (*slog.Logger, error) {
+	useJournal := false
+	switch target {
+	case TargetAuto, "":
+		// A shell on a systemd host can reach journald too; only a process
+		// whose stderr already goes to the journal logs there natively.
+		stream, _ := journal.StderrIsJournalStream()
+		useJournal = stream && journal.Enabled()
+	case TargetJournald:
+		useJournal = true
+	case TargetStderr:
+	default:
+		return nil, fmt.Errorf("log target %q is not auto, stderr or journald", target)
+	}
+	if useJournal {
+		return slog.New(NewJournalHandler(&slog.HandlerOptions{Level: level})), nil
 	}
 	if w == nil {
 		w = os.Stderr
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})), nil
 }
 
 // SendFunc sends one journal entry; journal.Send has this signature.
@@ -83,6 +113,7 @@ func (h *JournalHandler) Handle(_ context.Context, r slog.Record) error {
 		return true
 	})
 	vars["SLOG_LEVEL"] = r.Level.String()
+	vars["SYSLOG_IDENTIFIER"] = Identifier
 	if h.opts.AddSource && r.PC != 0 {
 		vars["CODE_FUNC"] = fmt.Sprintf("%#x", r.PC)
 	}
@@ -141,8 +172,17 @@ func addAttr(vars map[string]string, prefix string, a slog.Attr) {
 	default:
 		v = a.Value.String()
 	}
-	vars[prefix+FieldName(a.Key)] = v
+	name := prefix + FieldName(a.Key)
+	switch name {
+	case "MESSAGE", "PRIORITY", "SYSLOG_IDENTIFIER", "SLOG_LEVEL":
+		name = "ATTR_" + name // never overwrite the entry's own fields
+	}
+	vars[name] = v
 }
+
+// Identifier is the SYSLOG_IDENTIFIER of every journal entry, so
+// `journalctl -t revgate` finds them whichever unit runs the process.
+const Identifier = "revgate"
 
 // FieldName turns an attribute key into a journal field name: upper-case
 // letters, digits and underscores, not starting with an underscore or a

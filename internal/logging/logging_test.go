@@ -56,3 +56,27 @@ func TestFieldName(t *testing.T) {
 		}
 	}
 }
+
+// An attribute named like one of the entry's own fields must not overwrite it.
+func TestJournalHandlerKeepsOwnFields(t *testing.T) {
+	var vars map[string]string
+	send := func(_ string, _ journal.Priority, v map[string]string) error { vars = v; return nil }
+	slog.New(NewJournalHandlerWith(send, nil)).Info("real", "message", "kept apart", "syslog_identifier", "x", "pod", "a.yaml")
+	if vars["ATTR_MESSAGE"] != "kept apart" || vars["ATTR_SYSLOG_IDENTIFIER"] != "x" {
+		t.Errorf("attributes not kept apart: %v", vars)
+	}
+	if vars["SYSLOG_IDENTIFIER"] != Identifier || vars["POD"] != "a.yaml" {
+		t.Errorf("entry fields = %v", vars)
+	}
+}
+
+func TestNewForRefusesUnknownTarget(t *testing.T) {
+	if _, err := NewFor("syslog", nil, slog.LevelInfo); err == nil {
+		t.Fatal("unknown target accepted")
+	}
+	for _, target := range []string{TargetAuto, TargetStderr, TargetJournald} {
+		if l, err := NewFor(target, nil, slog.LevelInfo); err != nil || l == nil {
+			t.Errorf("%s: %v", target, err)
+		}
+	}
+}
