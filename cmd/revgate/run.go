@@ -219,34 +219,8 @@ func (o *runOptions) run(ctx context.Context, out io.Writer) error {
 	}
 	defer closeLog()
 
-	listing, err := l.List(revisions.OS())
-	if err != nil {
+	if err := o.installFirst(ctx, l, out, logw); err != nil {
 		return err
-	}
-	if listing.Highest() == 0 {
-		src, err := filepath.Abs(o.source)
-		if err != nil {
-			return fmt.Errorf("resolve --source: %w", err)
-		}
-		fmt.Fprintf(out, "installing %s as revision 1 under %s\n", o.source, o.root)
-		args := append([]string{"install", "--source-dir=" + src}, o.installArgs(l)...)
-		cmd := exec.CommandContext(ctx, o.binary, args...)
-		var stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = out, io.MultiWriter(logw, &stderr)
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("install revision 1 from %s: %w\n%s", o.source, err, bytes.TrimSpace(stderr.Bytes()))
-		}
-	} else {
-		fs := revisions.OS()
-		published, lkg := "none", "none"
-		if n, err := l.PublishedRevision(fs); err == nil {
-			published = fmt.Sprint(n)
-		}
-		if n, err := l.LastKnownGood(fs); err == nil {
-			lkg = fmt.Sprint(n)
-		}
-		fmt.Fprintf(out, "resuming %s: revisions %s installed, %s published, last-known-good %s\n",
-			o.root, joinInts(listing.Revisions), published, lkg)
 	}
 
 	demoPath := filepath.Join(l.ManifestsDir, demoManifestName)
@@ -258,6 +232,46 @@ func (o *runOptions) run(ctx context.Context, out io.Writer) error {
 		return fmt.Errorf("remove demo upstreams: %w", err)
 	}
 
+	return o.supervise(ctx, l, out, logw)
+}
+
+// installFirst installs --source as revision 1 when the root holds no
+// revision yet, and otherwise says where the root stands.
+func (o *runOptions) installFirst(ctx context.Context, l revisions.Layout, out, logw io.Writer) error {
+	fs := revisions.OS()
+	listing, err := l.List(fs)
+	if err != nil {
+		return err
+	}
+	if listing.Highest() > 0 {
+		published, lkg := "none", "none"
+		if n, err := l.PublishedRevision(fs); err == nil {
+			published = fmt.Sprint(n)
+		}
+		if n, err := l.LastKnownGood(fs); err == nil {
+			lkg = fmt.Sprint(n)
+		}
+		fmt.Fprintf(out, "resuming %s: revisions %s installed, %s published, last-known-good %s\n",
+			o.root, joinInts(listing.Revisions), published, lkg)
+		return nil
+	}
+	src, err := filepath.Abs(o.source)
+	if err != nil {
+		return fmt.Errorf("resolve --source: %w", err)
+	}
+	fmt.Fprintf(out, "installing %s as revision 1 under %s\n", o.source, o.root)
+	cmd := exec.CommandContext(ctx, o.binary, append([]string{"install", "--source-dir=" + src}, o.installArgs(l)...)...)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = out, io.MultiWriter(logw, &stderr)
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("install revision 1 from %s: %w\n%s", o.source, err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return nil
+}
+
+// supervise runs `revgate supervise` on the manifests dir, prints the
+// banner once the gateway is ready, and stops the supervisor when ctx ends.
+func (o *runOptions) supervise(ctx context.Context, l revisions.Layout, out, logw io.Writer) error {
 	supArgs := append([]string{"supervise", "--manifests-dir=" + l.ManifestsDir}, runSuperviseArgs...)
 	sup := exec.Command(o.binary, append(supArgs, o.superviseArgs...)...)
 	sup.Stdout, sup.Stderr = logw, logw
