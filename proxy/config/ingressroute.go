@@ -9,13 +9,8 @@ import (
 	"github.com/revgate/revgate/proxy/model"
 )
 
-// Defaults of IngressRoute health checks and canaries.
+// Defaults of IngressRoute canaries (health-check defaults are in model).
 const (
-	DefaultHealthCheckHost      = "revgate-healthcheck"
-	DefaultHealthCheckInterval  = 5 * time.Second
-	DefaultHealthCheckTimeout   = 2 * time.Second
-	DefaultUnhealthyThreshold   = 3
-	DefaultHealthyThreshold     = 5
 	DefaultCanarySteps          = 1000
 	DefaultCanaryDuration       = time.Hour
 	DefaultCanaryConsumerHeader = "X-Consumer-ID"
@@ -240,22 +235,9 @@ func (t *translator) irHealthCheck(o *object, field string, h *IngressRouteHealt
 		Interval: time.Duration(h.IntervalSeconds) * time.Second, Timeout: time.Duration(h.TimeoutSeconds) * time.Second,
 		UnhealthyThreshold: h.UnhealthyThresholdCount, HealthyThreshold: h.HealthyThresholdCount,
 	}
-	if hc.Host == "" {
-		hc.Host = DefaultHealthCheckHost
-	}
-	if hc.Interval <= 0 {
-		hc.Interval = DefaultHealthCheckInterval
-	}
-	if hc.Timeout <= 0 {
-		hc.Timeout = DefaultHealthCheckTimeout
-	}
-	if hc.UnhealthyThreshold <= 0 {
-		hc.UnhealthyThreshold = DefaultUnhealthyThreshold
-	}
-	if hc.HealthyThreshold <= 0 {
-		hc.HealthyThreshold = DefaultHealthyThreshold
-	}
-	return hc
+	d := hc.WithDefaults()
+	d.Path = hc.Path // an empty path is reported, not defaulted
+	return &d
 }
 
 // irCanaryCheck validates a canary block; false when it cannot be served.

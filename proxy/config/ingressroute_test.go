@@ -342,7 +342,7 @@ spec:
 	if app == nil || app.Strategy != model.Random || app.HealthCheck == nil {
 		t.Fatalf("app backend %+v", app)
 	}
-	want := model.HealthCheck{Path: "/healthz", Host: DefaultHealthCheckHost, Interval: DefaultHealthCheckInterval, Timeout: DefaultHealthCheckTimeout, UnhealthyThreshold: 3, HealthyThreshold: 5}
+	want := model.HealthCheck{Path: "/healthz", Host: model.DefaultHealthCheckHost, Interval: model.DefaultHealthCheckInterval, Timeout: model.DefaultHealthCheckTimeout, UnhealthyThreshold: 3, HealthyThreshold: 5}
 	if *app.HealthCheck != want {
 		t.Fatalf("defaults %+v, want %+v", *app.HealthCheck, want)
 	}

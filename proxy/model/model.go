@@ -179,6 +179,39 @@ type HealthCheck struct {
 	HealthyThreshold int `json:"healthyThreshold"`
 }
 
+// Health-check defaults (Contour's).
+const (
+	DefaultHealthCheckPath     = "/"
+	DefaultHealthCheckHost     = "revgate-healthcheck"
+	DefaultHealthCheckInterval = 5 * time.Second
+	DefaultHealthCheckTimeout  = 2 * time.Second
+	DefaultUnhealthyThreshold  = 3
+	DefaultHealthyThreshold    = 5
+)
+
+// WithDefaults returns h with every unset field given its default.
+func (h HealthCheck) WithDefaults() HealthCheck {
+	if h.Path == "" {
+		h.Path = DefaultHealthCheckPath
+	}
+	if h.Host == "" {
+		h.Host = DefaultHealthCheckHost
+	}
+	if h.Interval <= 0 {
+		h.Interval = DefaultHealthCheckInterval
+	}
+	if h.Timeout <= 0 {
+		h.Timeout = DefaultHealthCheckTimeout
+	}
+	if h.UnhealthyThreshold <= 0 {
+		h.UnhealthyThreshold = DefaultUnhealthyThreshold
+	}
+	if h.HealthyThreshold <= 0 {
+		h.HealthyThreshold = DefaultHealthyThreshold
+	}
+	return h
+}
+
 // CanaryHash says what keeps a client in its bucket.
 type CanaryHash string
 

@@ -8,43 +8,10 @@ import (
 	"net/http"
 	"runtime/debug"
 	"sync"
-	"time"
 
 	"github.com/revgate/revgate/proxy/clock"
 	"github.com/revgate/revgate/proxy/model"
 )
-
-// Health-check defaults (Contour's).
-const (
-	DefaultHealthInterval     = 5 * time.Second
-	DefaultHealthTimeout      = 2 * time.Second
-	DefaultUnhealthyThreshold = 3
-	DefaultHealthyThreshold   = 5
-	DefaultHealthHost         = "revgate-healthcheck"
-)
-
-// healthSettings is a model.HealthCheck with defaults applied.
-func healthSettings(hc model.HealthCheck) model.HealthCheck {
-	if hc.Path == "" {
-		hc.Path = "/"
-	}
-	if hc.Host == "" {
-		hc.Host = DefaultHealthHost
-	}
-	if hc.Interval <= 0 {
-		hc.Interval = DefaultHealthInterval
-	}
-	if hc.Timeout <= 0 {
-		hc.Timeout = DefaultHealthTimeout
-	}
-	if hc.UnhealthyThreshold <= 0 {
-		hc.UnhealthyThreshold = DefaultUnhealthyThreshold
-	}
-	if hc.HealthyThreshold <= 0 {
-		hc.HealthyThreshold = DefaultHealthyThreshold
-	}
-	return hc
-}
 
 // probeResult is the outcome of one health-check request.
 type probeResult int
@@ -98,7 +65,7 @@ func (p *Pool) RunHealthChecks(ctx context.Context, clk clock.Clock, log *slog.L
 	if p.Backend.HealthCheck == nil {
 		return
 	}
-	hc := healthSettings(*p.Backend.HealthCheck)
+	hc := p.Backend.HealthCheck.WithDefaults()
 	client := &http.Client{
 		Transport: p.Transport,
 		Timeout:   hc.Timeout,

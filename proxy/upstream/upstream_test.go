@@ -378,7 +378,7 @@ func TestCanaryOverrideAndFallback(t *testing.T) {
 }
 
 func TestTracker(t *testing.T) {
-	tr := &tracker{hc: healthSettings(model.HealthCheck{})}
+	tr := &tracker{hc: model.HealthCheck{}.WithDefaults()}
 	h := false
 	h = tr.observe(h, probeFailed)
 	if h {
@@ -388,7 +388,7 @@ func TestTracker(t *testing.T) {
 	if !h {
 		t.Fatal("first success at start-up did not make healthy")
 	}
-	for i := 0; i < DefaultUnhealthyThreshold-1; i++ {
+	for i := 0; i < model.DefaultUnhealthyThreshold-1; i++ {
 		h = tr.observe(h, probeFailed)
 	}
 	if !h {
