@@ -141,8 +141,16 @@ func (t *translator) irIntrinsic(o *object) bool {
 	if len(ir.Spec.Routes) == 0 {
 		t.errorf(o, "spec.routes", "at least one route is required")
 	}
-	for i, r := range ir.Spec.Routes {
+	for i := range ir.Spec.Routes {
+		r := &ir.Spec.Routes[i]
 		field := fmt.Sprintf("spec.routes[%d]", i)
+		if len(r.Service) > 0 {
+			if len(r.Services) > 0 {
+				t.errorf(o, field+".service", "both service and services set; use services")
+				continue
+			}
+			r.Services, r.Service = r.Service, nil
+		}
 		if err := validatePath(r.Match); err != "" {
 			t.errorf(o, field+".match", "invalid match %q: %s", r.Match, err)
 		}

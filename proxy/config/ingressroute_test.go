@@ -75,6 +75,17 @@ func TestDelegation(t *testing.T) {
 			routes: []string{"foo.com /x"},
 		},
 		{
+			name:   "the design document's service spelling",
+			docs:   append(svcIn("infra"), strings.Replace(ir("infra", "root", "foo.com", "/ -> app:80"), "services:", "service:", 1)),
+			want:   map[string]want{"infra/root": {status: model.StatusValid, root: "root"}},
+			routes: []string{"foo.com /"},
+		},
+		{
+			name: "service and services both set",
+			docs: append(svcIn("infra"), strings.Replace(ir("infra", "root", "foo.com", "/ -> app:80"), "    services:\n", "    service:\n    - name: app\n      port: 80\n    services:\n", 1)),
+			want: map[string]want{"infra/root": {status: model.StatusInvalid, desc: "both service and services set"}},
+		},
+		{
 			name: "orphan",
 			docs: append(svcIn("team"), ir("team", "lonely", "", "/ -> app:80")),
 			want: map[string]want{"team/lonely": {status: model.StatusOrphaned, desc: "not part of a delegation chain from a root"}},

@@ -61,6 +61,9 @@ type IngressRouteRoute struct {
 	Match string `json:"match"`
 	// Services receive the traffic of this route, in proportion to their weights.
 	Services []IngressRouteService `json:"services,omitempty"`
+	// Service is the design document's spelling of Services, accepted for
+	// manifests written after it; set one of the two.
+	Service []IngressRouteService `json:"service,omitempty"`
 	// Delegate hands this prefix to another IngressRoute.
 	Delegate *IngressRouteDelegate `json:"delegate,omitempty"`
 	// PermitInsecure serves this route over plain HTTP on a TLS virtual host
