@@ -219,6 +219,11 @@ func (o *runOptions) run(ctx context.Context, out io.Writer) error {
 	}
 	defer closeLog()
 
+	// The proxy shares its ports with SO_REUSEPORT, so another gateway
+	// already on them would silently take part of the traffic.
+	if err := o.checkPortsFree(); err != nil {
+		return err
+	}
 	if err := o.installFirst(ctx, l, out, logw); err != nil {
 		return err
 	}
@@ -233,6 +238,23 @@ func (o *runOptions) run(ctx context.Context, out io.Writer) error {
 	}
 
 	return o.supervise(ctx, l, out, logw)
+}
+
+// checkPortsFree fails when something already answers on the gateway's
+// HTTP or admin address: nothing of this root runs yet, so it is another
+// process.
+func (o *runOptions) checkPortsFree() error {
+	httpURL, adminURL := o.urls()
+	for _, u := range []string{httpURL, adminURL} {
+		addr := strings.TrimPrefix(u, "http://")
+		c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond)
+		if err != nil {
+			continue
+		}
+		c.Close()
+		return fmt.Errorf("%s is already served by another process (a revgate run left over?); stop it or choose other --http-addr and --admin-addr", addr)
+	}
+	return nil
 }
 
 // installFirst installs --source as revision 1 when the root holds no

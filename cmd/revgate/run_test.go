@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -73,5 +74,28 @@ func TestRunValidate(t *testing.T) {
 				t.Fatalf("validate: %v, want ok=%v", err, tc.ok)
 			}
 		})
+	}
+}
+
+func TestRunCheckPortsFree(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := ln.Addr().String()
+	free := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().String()
+	}
+	if err := (&runOptions{httpAddr: free(), adminAddr: busy}).checkPortsFree(); err == nil || !strings.Contains(err.Error(), busy) {
+		t.Fatalf("admin address in use: got %v, want an error naming %s", err, busy)
+	}
+	ln.Close()
+	if err := (&runOptions{httpAddr: free(), adminAddr: busy}).checkPortsFree(); err != nil {
+		t.Fatalf("free addresses: %v", err)
 	}
 }

@@ -114,6 +114,13 @@ func TestRun(t *testing.T) {
 			t.Errorf("banner lacks %q", want)
 		}
 	}
+	// A second run on the same addresses would share the ports with the
+	// first one through SO_REUSEPORT; it must refuse instead.
+	second, err := revgate(t, append([]string{"run"}, args...)...)
+	if err == nil || !strings.Contains(second, "already served") {
+		t.Errorf("a second revgate run on busy addresses: %v\n%s", err, second)
+	}
+
 	p.interrupt(t)
 	waitNoProcesses(t, root, 10*time.Second)
 
