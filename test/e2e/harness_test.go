@@ -554,13 +554,14 @@ func (e *env) install(s installSpec) (int, time.Time) {
 	return rev, time.Now()
 }
 
-var installedRE = "revision %d"
+// installedFormat is how the install command reports the revision it wrote.
+const installedFormat = "revision %d"
 
 func parseInstalled(t *testing.T, out string) int {
 	t.Helper()
 	for _, line := range strings.Split(out, "\n") {
 		var n int
-		if _, err := fmt.Sscanf(strings.TrimSpace(line), installedRE, &n); err == nil && n > 0 {
+		if _, err := fmt.Sscanf(strings.TrimSpace(line), installedFormat, &n); err == nil && n > 0 {
 			return n
 		}
 	}
