@@ -62,11 +62,7 @@ type installOptions struct {
 func (o *installOptions) addFlags(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVar(&o.sourceDir, "source-dir", "", "local configuration folder: configmaps/<name>/<key>, secrets/<name>/<key>; plain files become keys of the ConfigMap \"config\"")
-	fs.StringVar(&o.layout.ResourceDir, "resource-dir", revisions.DefaultResourceDir, "folder holding the revision folders")
-	fs.StringVar(&o.layout.ManifestsDir, "manifests-dir", revisions.DefaultManifestsDir, "folder the manifests are published into (the kubelet's staticPodPath)")
-	fs.StringVar(&o.layout.LockFile, "lock-file", "", "lock shared by installer, monitor and pruner (default /var/lock/<target>-installer.lock)")
-	fs.StringVar(&o.layout.Target, "target", revisions.DefaultTarget, "target name")
-	fs.StringVar(&o.layout.TerminationLog, "termination-log", "", "termination log of the operand, passed into the rendered pods (default /var/log/<target>/termination.log)")
+	addLayoutFlags(fs, &o.layout, withLock|withTerminationLog)
 	fs.IntVar(&o.revision, "revision", 0, "revision to install (default: highest installed + 1)")
 
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster to read ConfigMaps and Secrets from and record Events in")

@@ -135,7 +135,7 @@ func runCommand(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
-func layoutFlags(l revisions.Layout) []string {
+func layoutArgs(l revisions.Layout) []string {
 	return []string{"--target=" + l.Target, "--resource-dir=" + l.ResourceDir, "--manifests-dir=" + l.ManifestsDir, "--lock-file=" + l.LockFile}
 }
 
@@ -156,7 +156,7 @@ func TestInstallAndPruneCommands(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bad, "secrets", "tls", "tls.key"), []byte("not a key"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := runCommand(t, append([]string{"install", "--source-dir=" + bad, "--termination-log=" + l.TerminationLog}, layoutFlags(l)...)...)
+	out, err := runCommand(t, append([]string{"install", "--source-dir=" + bad, "--termination-log=" + l.TerminationLog}, layoutArgs(l)...)...)
 	if err == nil || !strings.Contains(err.Error(), "secrets/tls") {
 		t.Fatalf("bad configuration: want a refusal naming secrets/tls, got %v\n%s", err, out)
 	}
@@ -171,7 +171,7 @@ func TestInstallAndPruneCommands(t *testing.T) {
 	}
 	for i := 1; i <= 4; i++ {
 		out, err := runCommand(t, append([]string{"install", "--source-dir=" + good, "--termination-log=" + l.TerminationLog,
-			"--binary=/usr/bin/revgate", "--proxy-arg=--fallback=backfill"}, layoutFlags(l)...)...)
+			"--binary=/usr/bin/revgate", "--proxy-arg=--fallback=backfill"}, layoutArgs(l)...)...)
 		if err != nil {
 			t.Fatalf("install %d: %v\n%s", i, err, out)
 		}
@@ -190,7 +190,7 @@ func TestInstallAndPruneCommands(t *testing.T) {
 		}
 	}
 
-	out, err = runCommand(t, append([]string{"prune", "--keep=2"}, layoutFlags(l)...)...)
+	out, err = runCommand(t, append([]string{"prune", "--keep=2"}, layoutArgs(l)...)...)
 	if err != nil || !strings.Contains(out, "removed revision 1") || !strings.Contains(out, "removed revision 2") {
 		t.Fatalf("prune: %v\n%s", err, out)
 	}
@@ -240,7 +240,7 @@ func TestInstallCommandFromKubernetes(t *testing.T) {
 	root := t.TempDir()
 	l := revisions.Layout{Target: "kgw", ResourceDir: filepath.Join(root, "res"), ManifestsDir: filepath.Join(root, "man"), LockFile: filepath.Join(root, "lock")}.Defaulted()
 	out, err := runCommand(t, append([]string{"install", "--kubeconfig=" + kubetest.Kubeconfig(t), "--namespace=" + ns,
-		"--configmaps=routes", "--optional-secrets=absent", "--node-name=node-a", "--binary=/usr/bin/revgate"}, layoutFlags(l)...)...)
+		"--configmaps=routes", "--optional-secrets=absent", "--node-name=node-a", "--binary=/usr/bin/revgate"}, layoutArgs(l)...)...)
 	if err != nil {
 		t.Fatalf("install: %v\n%s", err, out)
 	}

@@ -64,11 +64,7 @@ are rolled out again after an exponential backoff.`,
 func (o *monitorOptions) addFlags(fs *pflag.FlagSet) {
 	host, _ := os.Hostname()
 	fs.IntVar(&o.revision, "revision", 0, "revision to watch (required)")
-	fs.StringVar(&o.layout.Target, "target", revisions.DefaultTarget, "target name")
-	fs.StringVar(&o.layout.ResourceDir, "resource-dir", revisions.DefaultResourceDir, "folder of the revision folders")
-	fs.StringVar(&o.layout.ManifestsDir, "manifests-dir", revisions.DefaultManifestsDir, "folder the manifests are published to (the kubelet's staticPodPath)")
-	fs.StringVar(&o.layout.LockFile, "lock-file", "", "lock shared with installer and pruner (default /var/lock/<target>-installer.lock)")
-	fs.StringVar(&o.layout.TerminationLog, "termination-log", "", "operand's termination log (default /var/log/<target>/termination.log)")
+	addLayoutFlags(fs, &o.layout, withLock|withTerminationLog)
 	fs.StringVar(&o.healthzURL, "healthz-url", monitor.DefaultHealthzURL, "operand's healthz endpoint")
 	fs.StringVar(&o.readyzURL, "readyz-url", monitor.DefaultReadyzURL, "operand's readyz endpoint (asked with ?verbose)")
 	fs.DurationVar(&o.fallbackTimeout, "fallback-timeout", monitor.DefaultFallbackTimeout, "time from seeing the revision published to falling back")

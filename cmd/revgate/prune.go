@@ -25,10 +25,7 @@ type pruneOptions struct {
 func (o *pruneOptions) addFlags(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.IntVar(&o.keep, "keep", pruner.DefaultKeep, "how many of the newest revisions to keep")
-	fs.StringVar(&o.layout.Target, "target", revisions.DefaultTarget, "target name")
-	fs.StringVar(&o.layout.ResourceDir, "resource-dir", revisions.DefaultResourceDir, "folder holding the revision folders")
-	fs.StringVar(&o.layout.ManifestsDir, "manifests-dir", revisions.DefaultManifestsDir, "folder the manifests are published into")
-	fs.StringVar(&o.layout.LockFile, "lock-file", "", "lock shared by installer, monitor and pruner (default /var/lock/<target>-installer.lock)")
+	addLayoutFlags(fs, &o.layout, withLock)
 	fs.DurationVar(&o.lockTimeout, "lock-timeout", revisions.DefaultLockTimeout, "how long to wait for the lock")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print what would be removed, remove nothing")
 }

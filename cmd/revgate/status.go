@@ -50,9 +50,7 @@ fallback, degraded, error}] (only with --kubeconfig) and problems.`,
 }
 
 func (o *statusOptions) addFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.layout.Target, "target", revisions.DefaultTarget, "target name")
-	fs.StringVar(&o.layout.ResourceDir, "resource-dir", revisions.DefaultResourceDir, "folder of the revision folders")
-	fs.StringVar(&o.layout.ManifestsDir, "manifests-dir", revisions.DefaultManifestsDir, "folder the manifests are published to")
+	addLayoutFlags(fs, &o.layout, 0)
 	fs.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig: also show the mirror pods of every node")
 	fs.StringVar(&o.namespace, "namespace", "kube-system", "namespace of the mirror pods")
