@@ -12,6 +12,7 @@
 package monitor
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -302,13 +303,34 @@ func (m *Monitor) observe() (observation, error) {
 	}
 	o := observation{rev: m.opts.Revision, highest: lst.Highest()}
 	pub, err := l.PublishedRevision(m.fs)
-	if err != nil && !errors.Is(err, revisions.ErrNoManifest) {
-		m.log.Debug("published operand manifest unreadable", "err", err)
-	}
-	if err == nil {
+	switch {
+	case err == nil:
 		o.published = pub
+	case errors.Is(err, revisions.ErrNoManifest):
+	default:
+		// A manifest that does not parse has no revision label to read, but
+		// it may still be this revision's own (a badly formatted manifest is
+		// the first failure the fallback exists for): it is ours when it is
+		// byte for byte the manifest of this revision's folder.
+		if m.publishedIsOwnManifest() {
+			o.published = m.opts.Revision
+		} else {
+			m.log.Debug("published operand manifest unreadable", "err", err)
+		}
 	}
 	return o, nil
+}
+
+// publishedIsOwnManifest reports whether the published operand manifest is
+// exactly this revision's operand manifest.
+func (m *Monitor) publishedIsOwnManifest() bool {
+	l := m.opts.Layout
+	pub, err := m.fs.ReadFile(l.PublishedPodManifest())
+	if err != nil {
+		return false
+	}
+	own, err := m.fs.ReadFile(l.RevisionPodManifest(m.opts.Revision))
+	return err == nil && bytes.Equal(pub, own)
 }
 
 // resume picks up what the state file says about this revision, so that a

@@ -845,3 +845,29 @@ func TestEventsAreSentOutsideTheLock(t *testing.T) {
 		t.Fatalf("events = %v", reasons)
 	}
 }
+
+// Regression: a published operand manifest that is not valid YAML has no
+// revision label, and the monitor took it for another revision's and waited
+// forever. When it is this revision's own manifest it must fall back.
+func TestBadlyFormattedOwnManifestFallsBack(t *testing.T) {
+	e := node12(t)
+	bad := "apiVersion: v1\nkind: Pod\nmetadata: [unterminated\n"
+	e.write(e.l.RevisionPodManifest(2), bad)
+	e.copy(e.l.RevisionPodManifest(2), e.l.PublishedPodManifest())
+	_, done := failure(t, e, func() {})
+	checkFailure(t, e, done, revisions.ReasonNeverStartedUp, []string{"no start record"}, false)
+}
+
+// An unparsable published manifest that is not this revision's is someone
+// else's: wait, never fall back.
+func TestBadlyFormattedForeignManifestIsWaitedOn(t *testing.T) {
+	e := node12(t)
+	e.write(e.l.PublishedPodManifest(), "metadata: [not ours\n")
+	m := e.monitor(2)
+	if e.stepFor(m, 2*DefaultFallbackTimeout) {
+		t.Fatal("monitor finished on a manifest that is not its revision's")
+	}
+	if rs := e.state(2); rs != nil && rs.Outcome == revisions.OutcomeFailed {
+		t.Fatalf("fell back from a manifest that is not its revision's: %+v", rs)
+	}
+}
