@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,6 +18,7 @@ import (
 	"github.com/revgate/revgate/proxy/model"
 	"github.com/revgate/revgate/proxy/server"
 	"github.com/revgate/revgate/proxy/upstream"
+	"github.com/revgate/revgate/revisions"
 )
 
 // Defaults of `revgate proxy` beyond those of proxy/server.
@@ -116,5 +119,51 @@ requests.`,
 		},
 	}
 	o.addFlags(cmd)
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return recordFlagError(os.Args[1:], err)
+	})
 	rootCmd.AddCommand(cmd)
+}
+
+// recordFlagError appends a start and an exit record for a proxy whose flags
+// do not parse, so that a startup monitor sees a process that started and
+// failed (CrashLooping when it keeps happening), not one that never started.
+// The termination log and revision are read from the raw arguments, since
+// flag parsing stopped at the error.
+func recordFlagError(args []string, flagErr error) error {
+	path := rawFlag(args, "termination-log", defaultTerminationLog)
+	rev, _ := strconv.Atoi(rawFlag(args, "revision", "0"))
+	if path == "" {
+		return flagErr
+	}
+	pid := os.Getpid()
+	err := revisions.AppendTerminationRecord(path, revisions.TerminationRecord{Type: revisions.RecordStart, Revision: rev, PID: pid})
+	if err == nil {
+		err = revisions.AppendTerminationRecord(path, revisions.TerminationRecord{
+			Type: revisions.RecordExit, Revision: rev, PID: pid, Error: flagErr.Error(), ExitCode: 1,
+		})
+	}
+	if err != nil {
+		return errors.Join(flagErr, err)
+	}
+	return flagErr
+}
+
+// rawFlag returns the last value of --name in args ("--name=v" or
+// "--name v"), or def.
+func rawFlag(args []string, name, def string) string {
+	v := def
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			break
+		}
+		if val, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			v = val
+		} else if a == "--"+name && i+1 < len(args) {
+			v = args[i+1]
+			i++
+		}
+	}
+	return v
 }
