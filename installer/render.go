@@ -79,6 +79,10 @@ type RenderOptions struct {
 	ImagePullPolicy corev1.PullPolicy
 	// ProxyArgs and MonitorArgs are appended to the two commands.
 	ProxyArgs, MonitorArgs []string
+	// MonitorKubeconfig, when set, is a kubeconfig file on the node that the
+	// monitor uses to check the mirror pod and record Events; it is mounted
+	// read-only into the monitor pod at the same path.
+	MonitorKubeconfig string
 }
 
 func (o RenderOptions) defaulted() RenderOptions {
@@ -212,6 +216,10 @@ func MonitorPod(l revisions.Layout, rev int, o RenderOptions, installedAt time.T
 	if host, port, given := AdminEndpoint(o.ProxyArgs); given {
 		base := "http://" + net.JoinHostPort(host, strconv.Itoa(port))
 		cmd = append(cmd, "--healthz-url="+base+"/healthz", "--readyz-url="+base+"/readyz")
+	}
+	if o.MonitorKubeconfig != "" {
+		m.add("kubeconfig", o.MonitorKubeconfig, true, corev1.HostPathFile)
+		cmd = append(cmd, "--kubeconfig="+o.MonitorKubeconfig)
 	}
 	cmd = append(cmd, o.MonitorArgs...)
 	pod.Spec.RestartPolicy = corev1.RestartPolicyOnFailure

@@ -57,6 +57,7 @@ func TestRenderGolden(t *testing.T) {
 			opts: installer.RenderOptions{
 				Binary: "/opt/revgate/bin/revgate", Image: "registry.local/revgate:v1", ImagePullPolicy: corev1.PullNever,
 				ProxyArgs: []string{"--admin-addr=:9911", "--fallback=backfill"}, MonitorArgs: []string{"--fallback-timeout=30s"},
+				MonitorKubeconfig: "/etc/kubernetes/kubeconfigs/node.kubeconfig",
 			},
 		},
 	} {

@@ -48,15 +48,16 @@ type installOptions struct {
 	optionalSecrets    []string
 	retryTimeout       time.Duration
 
-	revision        int
-	binary          string
-	image           string
-	imagePullPolicy string
-	proxyArgs       []string
-	monitorArgs     []string
-	lockTimeout     time.Duration
-	strict          bool
-	noPublish       bool
+	revision          int
+	binary            string
+	image             string
+	imagePullPolicy   string
+	proxyArgs         []string
+	monitorArgs       []string
+	monitorKubeconfig string
+	lockTimeout       time.Duration
+	strict            bool
+	noPublish         bool
 }
 
 func (o *installOptions) addFlags(cmd *cobra.Command) {
@@ -80,6 +81,7 @@ func (o *installOptions) addFlags(cmd *cobra.Command) {
 	fs.StringVar(&o.imagePullPolicy, "image-pull-policy", string(installer.DefaultImagePullPolicy), "image pull policy of the rendered pods: Always, IfNotPresent or Never")
 	fs.StringArrayVar(&o.proxyArgs, "proxy-arg", nil, "extra argument appended to the rendered proxy command (repeatable)")
 	fs.StringArrayVar(&o.monitorArgs, "monitor-arg", nil, "extra argument appended to the rendered monitor command (repeatable)")
+	fs.StringVar(&o.monitorKubeconfig, "monitor-kubeconfig", "", "kubeconfig file on the node for the startup monitor (mirror-pod check, Events); mounted read-only into its pod")
 	fs.DurationVar(&o.lockTimeout, "lock-timeout", revisions.DefaultLockTimeout, "how long to wait for the lock")
 	fs.BoolVar(&o.strict, "strict", false, "refuse the configuration on validation warnings too")
 	fs.BoolVar(&o.noPublish, "no-publish", false, "write the revision but do not publish its manifests")
@@ -236,11 +238,12 @@ func (o *installOptions) run(ctx context.Context, w io.Writer) error {
 		Validator: gatewayValidator(validationOptions(o.proxyArgs)),
 		Strict:    o.strict,
 		Render: installer.RenderOptions{
-			Binary:          o.binary,
-			Image:           o.image,
-			ImagePullPolicy: corev1.PullPolicy(o.imagePullPolicy),
-			ProxyArgs:       o.proxyArgs,
-			MonitorArgs:     o.monitorArgs,
+			Binary:            o.binary,
+			Image:             o.image,
+			ImagePullPolicy:   corev1.PullPolicy(o.imagePullPolicy),
+			ProxyArgs:         o.proxyArgs,
+			MonitorArgs:       o.monitorArgs,
+			MonitorKubeconfig: o.monitorKubeconfig,
 		},
 		Revision:    o.revision,
 		LockTimeout: o.lockTimeout,
