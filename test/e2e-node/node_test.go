@@ -33,13 +33,37 @@ import (
 	"github.com/revgate/revgate/revisions"
 )
 
-// The gateway's addresses on the host: the rendered pods use hostNetwork,
-// the proxy's default HTTP listener and the admin listener the installer's
-// probes point at.
-const (
-	gatewayURL = "http://127.0.0.1:8080"
-	adminURL   = "http://127.0.0.1:9901"
+// The gateway's listeners on the host (the rendered pods use hostNetwork):
+// free loopback ports chosen at start rather than the proxy's defaults
+// (:8080, :8443, 127.0.0.1:9901), which other suites on a shared machine may
+// hold. The installer points the pods' probes and the monitor at the admin
+// address given with --proxy-arg=--admin-addr.
+var (
+	httpAddr, httpsAddr, adminAddr string
+	gatewayURL, adminURL           string
 )
+
+// pickGatewayPorts chooses the gateway's listener addresses.
+func pickGatewayPorts() error {
+	var addrs []string
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range 3 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		ls = append(ls, l)
+		addrs = append(addrs, l.Addr().String())
+	}
+	httpAddr, httpsAddr, adminAddr = addrs[0], addrs[1], addrs[2]
+	gatewayURL, adminURL = "http://"+httpAddr, "http://"+adminAddr
+	return nil
+}
 
 // Timeouts of the monitors the tests install. The kubelet takes 10-15 s to
 // replace a static pod in place, so a good revision needs most of the
@@ -85,12 +109,9 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e-node:", err)
 		return 1
 	}
-	for _, addr := range []string{"127.0.0.1:8080", "127.0.0.1:9901"} {
-		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			c.Close()
-			fmt.Fprintf(os.Stderr, "e2e-node: %s is taken by another process; the gateway pods need it on the host\n", addr)
-			return 1
-		}
+	if err := pickGatewayPorts(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e-node:", err)
+		return 1
 	}
 	nodeRoot := os.Getenv("NODE_ROOT")
 	if nodeRoot == "" {
@@ -293,7 +314,8 @@ func (n *nodeEnv) install(t *testing.T, s installSpec) (int, time.Time) {
 	for _, a := range monitorArgs {
 		args = append(args, "--monitor-arg="+a)
 	}
-	for _, a := range s.proxyArgs {
+	proxyArgs := append([]string{"--http-addr=" + httpAddr, "--https-addr=" + httpsAddr, "--admin-addr=" + adminAddr}, s.proxyArgs...)
+	for _, a := range proxyArgs {
 		args = append(args, "--proxy-arg="+a)
 	}
 	if s.mutate != nil {
