@@ -172,3 +172,20 @@ func LayoutFromRevisionDir(dir string) (Layout, int, bool) {
 	}
 	return l, n, true
 }
+
+// Absolute returns l with every path made absolute against the working
+// folder, as paths rendered into pod manifests must be: the pods do not run
+// in the installer's working folder.
+func (l Layout) Absolute() (Layout, error) {
+	for _, p := range []*string{&l.ResourceDir, &l.ManifestsDir, &l.LockFile, &l.TerminationLog} {
+		if *p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return l, fmt.Errorf("make %q absolute: %w", *p, err)
+		}
+		*p = abs
+	}
+	return l, nil
+}

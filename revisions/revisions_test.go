@@ -275,3 +275,19 @@ func TestStateRoundTrip(t *testing.T) {
 		t.Fatal("corrupt state parsed")
 	}
 }
+
+func TestLayoutAbsolute(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := revisions.Layout{Target: "gw", ResourceDir: "res", ManifestsDir: "/etc/m", LockFile: "run/gw.lock", TerminationLog: "log/t.log"}.Absolute()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := revisions.Layout{Target: "gw", ResourceDir: filepath.Join(wd, "res"), ManifestsDir: "/etc/m",
+		LockFile: filepath.Join(wd, "run/gw.lock"), TerminationLog: filepath.Join(wd, "log/t.log")}
+	if l != want {
+		t.Fatalf("Absolute() = %+v, want %+v", l, want)
+	}
+}

@@ -93,6 +93,17 @@ func (o *installOptions) validate() error {
 	if err := o.layout.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	// The rendered pods do not run in this folder: their paths must be absolute.
+	abs, err := o.layout.Absolute()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	o.layout = abs
+	if o.monitorKubeconfig != "" {
+		if p, err := filepath.Abs(o.monitorKubeconfig); err == nil {
+			o.monitorKubeconfig = p
+		}
+	}
 	kube := o.kubeSource()
 	switch {
 	case o.sourceDir != "" && kube:
