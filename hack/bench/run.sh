@@ -5,7 +5,9 @@
 # keep-alive and access logs off; wrk -t2 -c64; targets interleaved over
 # ROUNDS rounds; medians of rps, p99 and the proxy's own CPU time per request
 # (utime+stime of all its processes / requests), for 1 and 1,000 routes
-# (/svc0000/../svc0999/, requests to the last), plus idle RSS.
+# (/svc0000/../svc0999/, requests to the last), plus idle RSS. A second
+# revgate serves the same routes from an IngressRoute with 80/20 weighted
+# services and active health checks, to show what those cost.
 #
 # Environment: ROUNDS (3), DURATION (8s), CONNECTIONS (64), THREADS (2),
 # REVGATE_BIN (a prebuilt revgate; default: go build ./cmd/revgate),
@@ -120,6 +122,62 @@ Y
 		} >"$d/bench.yaml"
 	done
 
+	# revgate with an IngressRoute whose routes split traffic 80/20 over two
+	# Services (both on the upstream) with an active health check each second:
+	# the cost of weights and health checking beside the plain Ingress route.
+	for n in 1 $ROUTES; do
+		local d="$work/revgate-weighted-$n"
+		mkdir -p "$d"
+		{
+			for svc in a b; do
+				cat <<Y
+apiVersion: v1
+kind: Service
+metadata:
+  name: up-$svc
+  namespace: default
+spec:
+  ports:
+  - port: 80
+    targetPort: 19000
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: up-$svc-1
+  namespace: default
+  labels:
+    kubernetes.io/service-name: up-$svc
+addressType: IPv4
+ports:
+- port: 19000
+endpoints:
+- addresses: ["127.0.0.1"]
+---
+Y
+			done
+			cat <<Y
+apiVersion: contour.heptio.com/v1beta1
+kind: IngressRoute
+metadata:
+  name: bench
+  namespace: default
+spec:
+  virtualhost:
+    fqdn: bench.local
+  healthCheck:
+    path: /
+    intervalSeconds: 1
+  routes:
+Y
+			local paths=/
+			[ "$n" = 1 ] || paths=$(for i in $(seq 0 $((n - 1))); do printf '/svc%04d ' "$i"; done)
+			for p in $paths; do
+				printf '  - match: %s\n    services:\n    - {name: up-a, port: 80, weight: 80}\n    - {name: up-b, port: 80, weight: 20}\n' "$p"
+			done
+		} >"$d/bench.yaml"
+	done
+
 	# nginx
 	for n in 1 $ROUTES; do
 		local port=1920$([ "$n" = 1 ] && echo 1 || echo 2) d="$work/nginx-$n"
@@ -221,13 +279,15 @@ start_all() {
 		local s=$([ "$n" = 1 ] && echo 1 || echo 2)
 		start "revgate-$n" "$work/revgate" proxy --config-dir "$work/revgate-$n" --termination-log "" \
 			--http-addr "127.0.0.1:1910$s" --https-addr "" --admin-addr "127.0.0.1:1915$s"
+		start "revgate-weighted-$n" "$work/revgate" proxy --config-dir "$work/revgate-weighted-$n" --termination-log "" \
+			--http-addr "127.0.0.1:1911$s" --https-addr "" --admin-addr "127.0.0.1:1916$s"
 		start "nginx-$n" nginx -c "$work/nginx-$n/nginx.conf"
 		start "haproxy-$n" haproxy -f "$work/haproxy-$n/haproxy.cfg"
 		XDG_DATA_HOME="$work/caddy-$n" XDG_CONFIG_HOME="$work/caddy-$n" \
 			start "caddy-$n" caddy run --config "$work/caddy-$n/Caddyfile" --adapter caddyfile
 	done
 	local t
-	for t in upstream:19000 revgate-1:19101 revgate-$ROUTES:19102 nginx-1:19201 nginx-$ROUTES:19202 \
+	for t in upstream:19000 revgate-1:19101 revgate-$ROUTES:19102 revgate-weighted-1:19111 revgate-weighted-$ROUTES:19112 nginx-1:19201 nginx-$ROUTES:19202 \
 		haproxy-1:19301 haproxy-$ROUTES:19302 caddy-1:19401 caddy-$ROUTES:19402; do
 		local port=${t##*:} ok=0
 		for _ in $(seq 100); do
@@ -287,7 +347,7 @@ main() {
 	start_all
 	sleep 2
 	declare -A rss
-	for t in upstream revgate nginx haproxy caddy; do
+	for t in upstream revgate revgate-weighted nginx haproxy caddy; do
 		if [ "$t" = upstream ]; then rss[$t]=$(rss_mb upstream); else rss[$t]=$(rss_mb "$t-1"); fi
 	done
 	: >"$work/results.tsv"
@@ -296,6 +356,7 @@ main() {
 			local s=$([ "$n" = 1 ] && echo 1 || echo 2)
 			measure "$round" "upstream direct" "$n" 19000 upstream
 			measure "$round" revgate "$n" "1910$s" "revgate-$n"
+			measure "$round" "revgate weighted+hc" "$n" "1911$s" "revgate-weighted-$n"
 			measure "$round" nginx "$n" "1920$s" "nginx-$n"
 			measure "$round" haproxy "$n" "1930$s" "haproxy-$n"
 			measure "$round" caddy "$n" "1940$s" "caddy-$n"
@@ -317,8 +378,9 @@ report() {
 	echo "| target | rps 1 route | p99 ms 1 route | rps $ROUTES routes | p99 ms $ROUTES routes | CPU µs/request (1 / $ROUTES routes) | RSS MB idle |"
 	echo "|---|---|---|---|---|---|---|"
 	local t
-	for t in "upstream direct" revgate nginx haproxy caddy; do
+	for t in "upstream direct" revgate "revgate weighted+hc" nginx haproxy caddy; do
 		local key=${t%% *}
+		[ "$t" = "revgate weighted+hc" ] && key=revgate-weighted
 		printf '| %s | %.1fk | %s | %.1fk | %s | %s / %s | %s |\n' "$t" \
 			"$(awk -v v="$(col "$t" 1 4)" 'BEGIN {print v / 1000}')" "$(col "$t" 1 5)" \
 			"$(awk -v v="$(col "$t" $ROUTES 4)" 'BEGIN {print v / 1000}')" "$(col "$t" $ROUTES 5)" \
@@ -327,11 +389,12 @@ report() {
 	echo
 	for n in 1 $ROUTES; do
 		# Ratios per round, then the median, as the machine's speed drifts.
-		for peer in nginx caddy; do
-			local r
-			r=$(awk -F'\t' -v n="$n" -v p="$peer" '$3 == n && $2 == "revgate" {g[$1]=$6} $3 == n && $2 == p {q[$1]=$6}
+		local pair
+		for pair in revgate:nginx revgate:caddy "revgate weighted+hc:revgate"; do
+			local mine=${pair%%:*} peer=${pair#*:} r
+			r=$(awk -F'\t' -v n="$n" -v m="$mine" -v p="$peer" '$3 == n && $2 == m {g[$1]=$6} $3 == n && $2 == p {q[$1]=$6}
 				END {for (k in g) if (q[k] > 0) print g[k] / q[k]}' "$work/results.tsv" | median)
-			printf 'CPU per request revgate/%s, %s routes: %.2fx (median of per-round ratios)\n' "$peer" "$n" "$r"
+			printf 'CPU per request %s/%s, %s routes: %.2fx (median of per-round ratios)\n' "$mine" "$peer" "$n" "$r"
 		done
 	done
 	echo
