@@ -84,17 +84,16 @@ var (
 
 // nodeEnv is what hack/node/up.sh wrote to $NODE_ROOT/env, plus a client.
 type nodeEnv struct {
-	vars       map[string]string
-	repo       string
-	name       string
-	bin        string // the host's revgate
-	kubeconfig string // admin kubeconfig on the host
-	// monitorKubeconfig is a copy of the kubeconfig in the resource dir,
-	// which the installer mounts into the monitor pod at the same path.
-	monitorKubeconfig string
-	layout            revisions.Layout
-	client            kubernetes.Interface
-	upSeconds         float64
+	vars map[string]string
+	repo string
+	name string
+	bin  string // the host's revgate
+	// kubeconfig is the admin kubeconfig on the host, also given to the
+	// startup monitor (install --monitor-kubeconfig mounts it into its pod).
+	kubeconfig string
+	layout     revisions.Layout
+	client     kubernetes.Interface
+	upSeconds  float64
 }
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -233,17 +232,6 @@ func loadNode(repo, nodeRoot string) (*nodeEnv, error) {
 			TerminationLog: vars["TERMINATION_LOG"],
 		},
 	}
-	n.monitorKubeconfig = filepath.Join(n.layout.ResourceDir, "startup-monitor.kubeconfig")
-	data, err := os.ReadFile(n.kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(n.layout.ResourceDir, 0o755); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(n.monitorKubeconfig, data, 0o600); err != nil {
-		return nil, err
-	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", n.kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", n.kubeconfig, err)
@@ -302,9 +290,9 @@ func (n *nodeEnv) install(t *testing.T, s installSpec) (int, time.Time) {
 		"--binary=/revgate",
 		"--image=revgate:e2e",
 		"--image-pull-policy=Never",
+		"--monitor-kubeconfig=" + n.kubeconfig,
 	}
 	monitorArgs := append([]string{
-		"--kubeconfig=" + n.monitorKubeconfig,
 		"--node-name=" + n.name,
 		"--fallback-timeout=" + fallbackTimeout.String(),
 		"--probe-interval=500ms",
