@@ -86,7 +86,7 @@ stop_pid() {
 shim_pids() {
   local sock=$NODE_ROOT/containerd/containerd.sock p
   for p in /proc/[0-9]*; do
-    if tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "-address $sock "; then
+    if tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qF -- "-address $sock "; then
       echo "${p#/proc/}"
     fi
   done
