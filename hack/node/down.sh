@@ -24,6 +24,13 @@ kill_pods
 stop_pid kube-apiserver "${KUBE_APISERVER_PID:-}"
 stop_pid etcd "${ETCD_PID:-}"
 
+# The kubelet links container logs from the fixed /var/log/containers; remove
+# the links into this node's folder only.
+for l in /var/log/containers/*.log; do
+  [ -L "$l" ] || continue
+  case $(readlink "$l") in "$NODE_ROOT"/*) rm -f "$l" ;; esac
+done
+
 unmount_under "$NODE_ROOT"
 if ! rm -rf "$NODE_ROOT" 2>/dev/null; then
   unmount_under "$NODE_ROOT"
