@@ -8,8 +8,8 @@ cd "$(dirname "$0")/.."
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
 FUZZTIME=${FUZZTIME:-15s}
 
-echo "== dependencies (etcd, kube-apiserver)"
-bash hack/kube/build.sh >/dev/null
+echo "== dependencies (etcd, kube-apiserver, kubelet)"
+bash hack/kube/build.sh kubelet >/dev/null
 
 echo "== gofmt and go vet"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
@@ -17,10 +17,23 @@ if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 go vet ./...
+# The node tools are a module of their own.
+(cd hack/node/tools && go vet ./... && go test -count=1 ./...)
 
 echo "== go test"
 # REVGATE_REQUIRE_KUBE makes tests that need the API server fail rather than skip.
 REVGATE_REQUIRE_KUBE=1 go test -count=1 -timeout 20m ./...
+
+echo "== single-node cluster (kubelet, containerd: test/e2e-node)"
+# Alone on the machine, after the other packages: it runs a real node.
+node_log=$(mktemp /tmp/revgate-e2e-node.XXXXXX.log)
+rc=0
+REVGATE_E2E_NODE=1 go test -count=1 -v -timeout 20m ./test/e2e-node/ >"$node_log" 2>&1 || rc=$?
+# The verdicts and the measured times; the whole log on failure.
+grep -E '^\s*(--- |PASS|FAIL|ok )|seconds|took' "$node_log" || true
+if [ "$rc" -ne 0 ]; then
+  echo "test/e2e-node failed; its log:"; tail -n 300 "$node_log"; exit "$rc"
+fi
 
 echo "== fuzzing (${FUZZTIME} each)"
 while read -r pkg target; do
