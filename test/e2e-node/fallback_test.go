@@ -2,139 +2,24 @@ package e2enode
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/revgate/revgate/internal/e2etest"
 	"github.com/revgate/revgate/revisions"
 )
 
 // gatewayHost is the virtual host of the IngressRoute configurations.
 const gatewayHost = "gateway.e2e"
 
-// source is a gateway configuration: every request goes to the Service
-// "web", backed by one upstream.
-type source struct {
-	up *upstream
-	// healthCheck routes gatewayHost through an IngressRoute with an active
-	// health check, so that the readyz dependency check sees a dead
-	// upstream; otherwise an Ingress routes every host.
-	healthCheck bool
+// source is the suite's gateway configuration for one upstream: an Ingress
+// for every host, or with healthCheck an IngressRoute for gatewayHost.
+func source(up *upstream, healthCheck bool) e2etest.Config {
+	return e2etest.Config{Upstreams: []string{up.addr}, HealthCheck: healthCheck, Host: gatewayHost}
 }
-
-// write writes the configuration as a source folder.
-func (s source) write(t *testing.T) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "source")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	b.WriteString(`apiVersion: networking.k8s.io/v1
-kind: IngressClass
-metadata:
-  name: revgate
-spec:
-  controller: revgate.io/ingress-controller
----
-apiVersion: v1
-kind: Service
-metadata:
-  name: web
-  namespace: default
-spec:
-  ports:
-  - name: http
-    port: 80
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: web-1
-  namespace: default
-  labels:
-    kubernetes.io/service-name: web
-addressType: IPv4
-ports:
-- name: http
-  port: ` + s.up.port() + `
-endpoints:
-- addresses: ["127.0.0.1"]
----
-`)
-	if s.healthCheck {
-		fmt.Fprintf(&b, `apiVersion: contour.heptio.com/v1beta1
-kind: IngressRoute
-metadata:
-  name: web
-  namespace: default
-spec:
-  virtualhost:
-    fqdn: %s
-  routes:
-  - match: /
-    services:
-    - name: web
-      port: 80
-      healthCheck:
-        path: /healthz
-        intervalSeconds: 1
-        timeoutSeconds: 1
-        unhealthyThresholdCount: 1
-        healthyThresholdCount: 1
-`, gatewayHost)
-	} else {
-		b.WriteString(`apiVersion: networking.k8s.io/v1
-kind: Ingress
-metadata:
-  name: web
-  namespace: default
-spec:
-  ingressClassName: revgate
-  rules:
-  - http:
-      paths:
-      - path: /
-        pathType: Prefix
-        backend:
-          service:
-            name: web
-            port:
-              number: 80
-`)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "gateway.yaml"), []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
-// brokenIngress routes to a Service that does not exist: a broken object
-// that --fallback=off refuses to serve around.
-const brokenIngress = `apiVersion: networking.k8s.io/v1
-kind: Ingress
-metadata:
-  name: broken
-  namespace: default
-spec:
-  ingressClassName: revgate
-  rules:
-  - host: broken.e2e
-    http:
-      paths:
-      - path: /
-        pathType: Prefix
-        backend:
-          service:
-            name: no-such-service
-            port:
-              number: 80
-`
 
 // good is the revision serving between scenarios, which every fallback
 // must put back.
@@ -154,7 +39,7 @@ func TestNode(t *testing.T) {
 	v1 := newUpstream(t, "v1")
 	v1.start(t)
 	v2 := newUpstream(t, "v2")
-	goodSource := source{up: v1}.write(t)
+	goodSource := source(v1, false).Write(t)
 	var cur good
 
 	if !t.Run("revision-1", func(t *testing.T) {
@@ -180,7 +65,7 @@ func TestNode(t *testing.T) {
 		{"never-started-up/missing-command", func(p *corev1.Pod) { p.Spec.Containers[0].Command[0] = "/no-such-binary" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rev, published := n.install(t, installSpec{source: goodSource, mutate: mutatePod(tc.mutate)})
+			rev, published := n.install(t, installSpec{source: goodSource, mutate: e2etest.MutatePod(node.layout.Target, tc.mutate)})
 			fb := n.waitFallback(t, rev, cur.rev, cur.name, published)
 			if fb.reason != revisions.ReasonNeverStartedUp {
 				t.Errorf("fallback reason %s, want %s", fb.reason, revisions.ReasonNeverStartedUp)
@@ -216,7 +101,7 @@ func TestNode(t *testing.T) {
 		rev, published := n.install(t, installSpec{
 			source:    goodSource,
 			proxyArgs: []string{"--fallback=off"},
-			mutate:    appendConfig(brokenIngress),
+			mutate:    e2etest.AppendConfig(e2etest.BrokenIngress),
 		})
 		fb := n.waitFallback(t, rev, cur.rev, cur.name, published)
 		if fb.reason != revisions.ReasonNotReady {
@@ -248,7 +133,7 @@ func TestNode(t *testing.T) {
 	// DependencyUnhealthy, retried, and good once the upstream is back.
 	t.Run("dependency-unhealthy", func(t *testing.T) {
 		v2.stop()
-		rev, published := n.install(t, installSpec{source: source{up: v2, healthCheck: true}.write(t)})
+		rev, published := n.install(t, installSpec{source: source(v2, true).Write(t)})
 		fb := n.waitFallback(t, rev, cur.rev, cur.name, published)
 		if fb.reason != revisions.ReasonDependencyUnhealthy {
 			t.Fatalf("fallback reason %s, want %s (%s)", fb.reason, revisions.ReasonDependencyUnhealthy, fb.message)

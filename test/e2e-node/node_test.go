@@ -27,8 +27,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/yaml"
 
+	"github.com/revgate/revgate/internal/e2etest"
 	"github.com/revgate/revgate/monitor"
 	"github.com/revgate/revgate/revisions"
 )
@@ -322,82 +322,14 @@ func (n *nodeEnv) install(t *testing.T, s installSpec) (int, time.Time) {
 		return rev, time.Now()
 	}
 	s.mutate(t, n.layout.RevisionDir(rev))
-	n.publish(t, rev)
+	e2etest.Publish(t, n.layout, rev)
 	return rev, time.Now()
-}
-
-// publish copies revision rev's manifests into the manifests dir, monitor
-// first, as the installer does.
-func (n *nodeEnv) publish(t *testing.T, rev int) {
-	t.Helper()
-	fs := revisions.OS()
-	for _, p := range [][2]string{
-		{n.layout.RevisionMonitorManifest(rev), n.layout.PublishedMonitorManifest()},
-		{n.layout.RevisionPodManifest(rev), n.layout.PublishedPodManifest()},
-	} {
-		data, err := os.ReadFile(p[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := fs.Publish(p[1], data); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// mutatePod edits the operand manifest of a written revision.
-func mutatePod(edit func(*corev1.Pod)) func(t *testing.T, revDir string) {
-	return func(t *testing.T, revDir string) {
-		t.Helper()
-		path := filepath.Join(revDir, node.layout.PodManifestName())
-		pod, err := readPod(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		edit(pod)
-		data, err := yaml.Marshal(pod)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// appendConfig appends a YAML document to the written revision's
-// configuration, behind the installer's validation.
-func appendConfig(doc string) func(t *testing.T, revDir string) {
-	return func(t *testing.T, revDir string) {
-		t.Helper()
-		path := filepath.Join(revDir, "configmaps", "config", "gateway.yaml")
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-		if err != nil {
-			t.Fatalf("append to the revision's configuration: %v", err)
-		}
-		defer f.Close()
-		if _, err := f.WriteString("---\n" + doc); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func readPod(path string) (*corev1.Pod, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var pod corev1.Pod
-	if err := yaml.Unmarshal(data, &pod); err != nil {
-		return nil, fmt.Errorf("parse %s: %w", path, err)
-	}
-	return &pod, nil
 }
 
 // published returns the revision and annotations of the published operand
 // manifest (0 when there is none).
 func (n *nodeEnv) published() (int, map[string]string) {
-	pod, err := readPod(n.layout.PublishedPodManifest())
+	pod, err := e2etest.ReadPod(n.layout.PublishedPodManifest())
 	if err != nil {
 		return 0, nil
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/revgate/revgate/internal/e2etest"
 	"github.com/revgate/revgate/revisions"
 )
 
@@ -77,7 +78,7 @@ func (e *env) checkConsistent(lkg int) {
 	if r := st.Revisions[lkg]; r == nil || r.Outcome != revisions.OutcomeGood {
 		e.t.Errorf("last-known-good revision %d in the state file: %+v", lkg, r)
 	}
-	if _, err := readPod(e.layout.PublishedPodManifest()); err != nil {
+	if _, err := e2etest.ReadPod(e.layout.PublishedPodManifest()); err != nil {
 		e.t.Errorf("published operand manifest: %v", err)
 	}
 }
@@ -102,7 +103,7 @@ func TestKillSupervise(t *testing.T) {
 			e := newEnv(t)
 			e.startGood()
 			v2 := startUpstream(t, "v2")
-			spec := installSpec{source: source{upstreams: []string{v2.addr}}.write(t)}
+			spec := installSpec{source: source(false, v2.addr).Write(t)}
 			if tc.bad {
 				spec.extra = []string{"--proxy-arg=--config-dir=/nonexistent"}
 			}
@@ -134,9 +135,9 @@ func TestKillMonitor(t *testing.T) {
 			e := newEnv(t)
 			up := e.startGood()
 			rev, published := e.install(installSpec{
-				source: source{upstreams: []string{up.addr}}.write(t),
+				source: source(false, up.addr).Write(t),
 				extra:  []string{"--proxy-arg=--fallback=off"},
-				mutate: appendConfig(brokenIngress),
+				mutate: e2etest.AppendConfig(e2etest.BrokenIngress),
 			})
 			time.Sleep(delay)
 			e.killMonitor()

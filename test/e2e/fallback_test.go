@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/revgate/revgate/internal/e2etest"
 	"github.com/revgate/revgate/revisions"
 )
 
@@ -112,10 +113,10 @@ var badManifests = []struct {
 	name   string
 	mutate func(t *testing.T, revDir string)
 }{
-	{"missing-binary", mutatePod(func(pod *corev1.Pod) {
+	{"missing-binary", e2etest.MutatePod("revgate", func(pod *corev1.Pod) {
 		pod.Spec.Containers[0].Command[0] = "/nonexistent/revgate"
 	})},
-	{"no-command", mutatePod(func(pod *corev1.Pod) {
+	{"no-command", e2etest.MutatePod("revgate", func(pod *corev1.Pod) {
 		pod.Spec.Containers[0].Command = nil
 		pod.Spec.Containers[0].Args = nil
 	})},
@@ -123,7 +124,7 @@ var badManifests = []struct {
 		// Metadata intact (the monitor must still see revision N), spec
 		// of the wrong type: no runtime can run it.
 		path := filepath.Join(revDir, "revgate-pod.yaml")
-		pod, err := readPod(path)
+		pod, err := e2etest.ReadPod(path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +152,7 @@ func TestInvalidManifest(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			up := e.startGood()
-			rev, published := e.install(installSpec{source: source{upstreams: []string{up.addr}}.write(t), mutate: tc.mutate})
+			rev, published := e.install(installSpec{source: source(false, up.addr).Write(t), mutate: tc.mutate})
 			e.waitFallback(rev, 1, revisions.ReasonNeverStartedUp, "v1")
 			logRecovery(t, "invalid-manifest-"+tc.name, published)
 			e.checkFailed(rev, revisions.ReasonNeverStartedUp)
@@ -177,7 +178,7 @@ func TestCrashLooping(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			up := e.startGood()
-			rev, published := e.install(installSpec{source: source{upstreams: []string{up.addr}}.write(t), extra: []string{tc.arg}})
+			rev, published := e.install(installSpec{source: source(false, up.addr).Write(t), extra: []string{tc.arg}})
 			e.waitFallback(rev, 1, revisions.ReasonCrashLooping, "v1")
 			logRecovery(t, "crashloop-"+tc.name, published)
 			e.checkFailed(rev, revisions.ReasonCrashLooping)
@@ -194,9 +195,9 @@ func TestNotReady(t *testing.T) {
 	e := newEnv(t)
 	up := e.startGood()
 	rev, published := e.install(installSpec{
-		source: source{upstreams: []string{up.addr}}.write(t),
+		source: source(false, up.addr).Write(t),
 		extra:  []string{"--proxy-arg=--fallback=off"},
-		mutate: appendConfig(brokenIngress),
+		mutate: e2etest.AppendConfig(e2etest.BrokenIngress),
 	})
 	ann := e.waitFallback(rev, 1, revisions.ReasonNotReady, "v1")
 	logRecovery(t, "not-ready", published)
@@ -236,7 +237,7 @@ func TestDependencyUnhealthy(t *testing.T) {
 	e := newEnv(t)
 	e.startGood()
 	v2 := downUpstream(t, "v2")
-	rev, published := e.install(installSpec{source: source{upstreams: []string{v2.addr}, healthCheck: true}.write(t)})
+	rev, published := e.install(installSpec{source: source(true, v2.addr).Write(t)})
 	e.waitFallback(rev, 1, revisions.ReasonDependencyUnhealthy, "v1")
 	logRecovery(t, "dependency-unhealthy", published)
 	e.checkFailed(rev, revisions.ReasonDependencyUnhealthy)

@@ -20,11 +20,9 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"sigs.k8s.io/yaml"
 
 	"github.com/revgate/revgate/demo"
+	"github.com/revgate/revgate/internal/e2etest"
 	"github.com/revgate/revgate/internal/tcpmigrate"
 	"github.com/revgate/revgate/revisions"
 )
@@ -196,137 +194,11 @@ func (u *upstream) stop() {
 	}
 }
 
-// source describes a gateway configuration: every request goes to the
-// Service "web", backed by one EndpointSlice per upstream address.
-type source struct {
-	upstreams []string
-	// healthCheck routes through an IngressRoute for gatewayHost with an
-	// active health check on /healthz, so that the readyz dependency check
-	// sees dead upstreams; otherwise an Ingress matching every host routes.
-	healthCheck bool
-	// extra YAML documents are appended.
-	extra []string
+// source is the suite's gateway configuration for upstreams: an Ingress
+// for every host, or with healthCheck an IngressRoute for gatewayHost.
+func source(healthCheck bool, upstreams ...string) e2etest.Config {
+	return e2etest.Config{Upstreams: upstreams, HealthCheck: healthCheck, Host: gatewayHost}
 }
-
-// write writes the configuration as a source folder and returns it.
-func (s source) write(t *testing.T) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "source")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	b.WriteString(`apiVersion: networking.k8s.io/v1
-kind: IngressClass
-metadata:
-  name: revgate
-spec:
-  controller: revgate.io/ingress-controller
----
-apiVersion: v1
-kind: Service
-metadata:
-  name: web
-  namespace: default
-spec:
-  ports:
-  - name: http
-    port: 80
-`)
-	if s.healthCheck {
-		fmt.Fprintf(&b, `---
-apiVersion: contour.heptio.com/v1beta1
-kind: IngressRoute
-metadata:
-  name: web
-  namespace: default
-spec:
-  virtualhost:
-    fqdn: %s
-  routes:
-  - match: /
-    services:
-    - name: web
-      port: 80
-      healthCheck:
-        path: /healthz
-        intervalSeconds: 1
-        timeoutSeconds: 1
-        unhealthyThresholdCount: 1
-        healthyThresholdCount: 1
-`, gatewayHost)
-	} else {
-		b.WriteString(`---
-apiVersion: networking.k8s.io/v1
-kind: Ingress
-metadata:
-  name: web
-  namespace: default
-spec:
-  ingressClassName: revgate
-  rules:
-  - http:
-      paths:
-      - path: /
-        pathType: Prefix
-        backend:
-          service:
-            name: web
-            port:
-              number: 80
-`)
-	}
-	for i, addr := range s.upstreams {
-		host, port, err := net.SplitHostPort(addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(&b, `---
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: web-%d
-  namespace: default
-  labels:
-    kubernetes.io/service-name: web
-addressType: IPv4
-ports:
-- name: http
-  port: %s
-endpoints:
-- addresses: ["%s"]
-`, i, port, host)
-	}
-	for _, doc := range s.extra {
-		b.WriteString("---\n" + doc)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "gateway.yaml"), []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
-// brokenIngress is an Ingress whose Service does not exist: a broken object
-// that --fallback=exclude drops and --fallback=off refuses to serve around.
-const brokenIngress = `apiVersion: networking.k8s.io/v1
-kind: Ingress
-metadata:
-  name: broken
-  namespace: default
-spec:
-  ingressClassName: revgate
-  rules:
-  - host: broken.example
-    http:
-      paths:
-      - path: /
-        pathType: Prefix
-        backend:
-          service:
-            name: no-such-service
-            port:
-              number: 80
-`
 
 // env is one scenario's world: a root folder, its own ports and a running
 // `revgate supervise`.
@@ -523,17 +395,15 @@ type installSpec struct {
 // install installs a revision and publishes it; it returns the revision
 // and the time its operand manifest was published.
 //
-// The installer renders the readiness probe against the admin port, so when
-// the rendered probe does not point at this scenario's admin address, or
-// when the spec mutates the revision, the revision is installed with
-// --no-publish, fixed up, and published here exactly as the installer does
-// (monitor manifest first, then the operand manifest, remove-then-write).
+// A spec that mutates the revision is installed with --no-publish, edited,
+// and published here exactly as the installer does (monitor manifest first,
+// then the operand manifest, remove-then-write).
 func (e *env) install(s installSpec) (int, time.Time) {
 	t := e.t
 	t.Helper()
 	args := append([]string{"install", "--source-dir=" + s.source}, e.installArgs()...)
 	args = append(args, s.extra...)
-	if s.mutate == nil && installerRendersAdminPort() {
+	if s.mutate == nil {
 		out, err := revgate(t, args...)
 		if err != nil {
 			t.Fatalf("install: %v\n%s", err, out)
@@ -546,11 +416,8 @@ func (e *env) install(s installSpec) (int, time.Time) {
 		t.Fatalf("install --no-publish: %v\n%s", err, out)
 	}
 	rev := parseInstalled(t, out)
-	e.pointProbesAtAdmin(rev)
-	if s.mutate != nil {
-		s.mutate(t, e.layout.RevisionDir(rev))
-	}
-	e.publish(rev)
+	s.mutate(t, e.layout.RevisionDir(rev))
+	e2etest.Publish(t, e.layout, rev)
 	return rev, time.Now()
 }
 
@@ -575,134 +442,6 @@ func fileTime(t *testing.T, path string) time.Time {
 		t.Fatalf("stat %s: %v", path, err)
 	}
 	return fi.ModTime()
-}
-
-// installerRendersAdminPort reports whether the installer takes the
-// readiness probe's port from --proxy-arg=--admin-addr. Decided once by
-// rendering a revision into a scratch root.
-var installerRendersAdminPort = sync.OnceValue(func() bool {
-	dir, err := os.MkdirTemp("", "revgate-e2e-probe-")
-	if err != nil {
-		return false
-	}
-	defer os.RemoveAll(dir)
-	src := filepath.Join(dir, "src")
-	_ = os.MkdirAll(src, 0o755)
-	_ = os.WriteFile(filepath.Join(src, "empty.yaml"), []byte("apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata:\n  name: revgate\nspec:\n  controller: revgate.io/ingress-controller\n"), 0o644)
-	l := revisions.Layout{Target: "revgate", ResourceDir: filepath.Join(dir, "res"), ManifestsDir: filepath.Join(dir, "man")}
-	out, err := exec.Command(revgateBin, "install", "--source-dir="+src, "--resource-dir="+l.ResourceDir,
-		"--manifests-dir="+l.ManifestsDir, "--lock-file="+filepath.Join(dir, "lock"),
-		"--termination-log="+filepath.Join(dir, "term.log"), "--no-publish",
-		"--proxy-arg=--admin-addr=127.0.0.1:1234").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: probing the installer failed: %v\n%s", err, out)
-		return false
-	}
-	pod, err := readPod(l.RevisionPodManifest(1))
-	if err != nil || len(pod.Spec.Containers) == 0 || pod.Spec.Containers[0].ReadinessProbe == nil ||
-		pod.Spec.Containers[0].ReadinessProbe.HTTPGet == nil {
-		return false
-	}
-	ok := pod.Spec.Containers[0].ReadinessProbe.HTTPGet.Port.IntValue() == 1234
-	if !ok {
-		fmt.Fprintln(os.Stderr, "e2e: the installer renders the readiness probe on a fixed port despite --admin-addr; publishing revisions after fixing the probe")
-	}
-	return ok
-})
-
-func readPod(path string) (*corev1.Pod, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var pod corev1.Pod
-	if err := yaml.Unmarshal(data, &pod); err != nil {
-		return nil, fmt.Errorf("parse %s: %w", path, err)
-	}
-	return &pod, nil
-}
-
-func writePod(t *testing.T, path string, pod *corev1.Pod) {
-	t.Helper()
-	data, err := yaml.Marshal(pod)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// pointProbesAtAdmin sets the probes of revision rev's operand to this
-// scenario's admin port.
-func (e *env) pointProbesAtAdmin(rev int) {
-	t := e.t
-	t.Helper()
-	path := e.layout.RevisionPodManifest(rev)
-	pod, err := readPod(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, port, _ := net.SplitHostPort(e.adminAddr)
-	p, _ := strconv.Atoi(port)
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
-		for _, pr := range []*corev1.Probe{c.ReadinessProbe, c.LivenessProbe, c.StartupProbe} {
-			if pr != nil && pr.HTTPGet != nil {
-				pr.HTTPGet.Port = intstr.FromInt(p)
-			}
-		}
-	}
-	writePod(t, path, pod)
-}
-
-// publish copies revision rev's manifests into the manifests dir, monitor
-// first, each removed and then written, as the installer does.
-func (e *env) publish(rev int) {
-	t := e.t
-	t.Helper()
-	fs := revisions.OS()
-	for _, p := range [][2]string{
-		{e.layout.RevisionMonitorManifest(rev), e.layout.PublishedMonitorManifest()},
-		{e.layout.RevisionPodManifest(rev), e.layout.PublishedPodManifest()},
-	} {
-		data, err := os.ReadFile(p[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := fs.Publish(p[1], data); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// appendConfig appends a YAML document to the revision's configuration,
-// behind the installer's validation.
-func appendConfig(doc string) func(t *testing.T, revDir string) {
-	return func(t *testing.T, revDir string) {
-		path := filepath.Join(revDir, "configmaps", "config", "gateway.yaml")
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-		if err != nil {
-			t.Fatalf("append to the revision's configuration: %v", err)
-		}
-		defer f.Close()
-		if _, err := f.WriteString("---\n" + doc); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// mutatePod edits the operand manifest of a revision folder.
-func mutatePod(f func(pod *corev1.Pod)) func(t *testing.T, revDir string) {
-	return func(t *testing.T, revDir string) {
-		path := filepath.Join(revDir, "revgate-pod.yaml")
-		pod, err := readPod(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f(pod)
-		writePod(t, path, pod)
-	}
 }
 
 // response is what one request to the gateway returned.
@@ -805,7 +544,7 @@ func (e *env) state() *revisions.State {
 // published returns the published operand manifest's revision and
 // annotations (0 and nil when it cannot be read).
 func (e *env) published() (int, map[string]string) {
-	pod, err := readPod(e.layout.PublishedPodManifest())
+	pod, err := e2etest.ReadPod(e.layout.PublishedPodManifest())
 	if err != nil {
 		return 0, nil
 	}
@@ -863,7 +602,7 @@ func (e *env) startGood() *upstream {
 	e.t.Helper()
 	up := startUpstream(e.t, "v1")
 	e.startSupervise()
-	rev, _ := e.install(installSpec{source: source{upstreams: []string{up.addr}}.write(e.t)})
+	rev, _ := e.install(installSpec{source: source(false, up.addr).Write(e.t)})
 	if rev != 1 {
 		e.t.Fatalf("first install is revision %d", rev)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/revgate/revgate/internal/e2etest"
 	"github.com/revgate/revgate/revisions"
 )
 
@@ -33,7 +34,7 @@ func TestGoodRolloutUnderLoad(t *testing.T) {
 	stop := make(chan struct{})
 	results := e.load(loadWorkers, stop)
 	time.Sleep(time.Second)
-	rev, _ := e.install(installSpec{source: source{upstreams: []string{v2.addr}}.write(t)})
+	rev, _ := e.install(installSpec{source: source(false, v2.addr).Write(t)})
 	e.waitGood(rev, "v2")
 	time.Sleep(time.Second)
 	close(stop)
@@ -58,7 +59,7 @@ func TestBadRolloutUnderLoad(t *testing.T) {
 		v2Down bool
 	}{
 		{"crashloop", revisions.ReasonCrashLooping, []string{"--proxy-arg=--config-dir=/nonexistent"}, nil, false},
-		{"not-ready", revisions.ReasonNotReady, []string{"--proxy-arg=--fallback=off"}, appendConfig(brokenIngress), false},
+		{"not-ready", revisions.ReasonNotReady, []string{"--proxy-arg=--fallback=off"}, e2etest.AppendConfig(e2etest.BrokenIngress), false},
 		{"dependency", revisions.ReasonDependencyUnhealthy, nil, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -74,7 +75,7 @@ func TestBadRolloutUnderLoad(t *testing.T) {
 			stop := make(chan struct{})
 			results := e.load(loadWorkers, stop)
 			time.Sleep(time.Second)
-			src := source{upstreams: []string{v2.addr}, healthCheck: tc.v2Down}.write(t)
+			src := source(tc.v2Down, v2.addr).Write(t)
 			rev, published := e.install(installSpec{source: src, extra: tc.extra, mutate: tc.mutate})
 			e.waitFallback(rev, 1, tc.reason, "v1")
 			logRecovery(t, "bad-rollout-under-load-"+tc.name, published)

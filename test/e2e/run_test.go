@@ -83,7 +83,7 @@ func TestRun(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	up := startUpstream(t, "v1")
-	src := source{upstreams: []string{up.addr}}.write(t)
+	src := source(false, up.addr).Write(t)
 	root := filepath.Join(e.root, "run")
 	args := []string{
 		"--root=" + root, "--source=" + src,
