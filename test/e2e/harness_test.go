@@ -20,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/revgate/revgate/demo"
 	"github.com/revgate/revgate/internal/e2etest"
 	"github.com/revgate/revgate/internal/tcpmigrate"
