@@ -22,17 +22,6 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func testLayout(t *testing.T) revisions.Layout {
-	root := t.TempDir()
-	return revisions.Layout{
-		Target:         "gw",
-		ResourceDir:    filepath.Join(root, "resources"),
-		ManifestsDir:   filepath.Join(root, "manifests"),
-		LockFile:       filepath.Join(root, "lock", "gw.lock"),
-		TerminationLog: filepath.Join(root, "log", "termination.log"),
-	}
-}
-
 // sourceDir writes a local source folder and returns it.
 func sourceDir(t *testing.T, files map[string]string) string {
 	dir := t.TempDir()
@@ -81,7 +70,7 @@ func newInstaller(l revisions.Layout, src installer.Source) *installer.Installer
 }
 
 func TestInstallLocalSource(t *testing.T) {
-	l := testLayout(t)
+	l := installertest.TempLayout(t)
 	src := &installer.LocalSource{Dir: sourceDir(t, exampleSource)}
 	res, err := newInstaller(l, src).Run(context.Background())
 	if err != nil {
@@ -127,7 +116,7 @@ func TestInstallLocalSource(t *testing.T) {
 }
 
 func TestInstallRefusesLowerOrEqualRevision(t *testing.T) {
-	l := testLayout(t)
+	l := installertest.TempLayout(t)
 	src := &installer.LocalSource{Dir: sourceDir(t, exampleSource)}
 	in := newInstaller(l, src)
 	in.Revision = 5
@@ -169,7 +158,7 @@ func TestInstallRefusesEscapingKeys(t *testing.T) {
 		{"secret name", &installer.Config{Secrets: map[string]map[string][]byte{"": {"k": nil}}}, `""`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			l := testLayout(t)
+			l := installertest.TempLayout(t)
 			_, err := newInstaller(l, fixedSource{tt.cfg}).Run(context.Background())
 			if !errors.Is(err, revisions.ErrPathEscape) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("want a path-escape error naming %s, got %v", tt.want, err)
@@ -223,7 +212,7 @@ func TestLocalSourceRefusals(t *testing.T) {
 func TestValidation(t *testing.T) {
 	src := &installer.LocalSource{Dir: sourceDir(t, exampleSource)}
 	t.Run("sees a staged copy", func(t *testing.T) {
-		l := testLayout(t)
+		l := installertest.TempLayout(t)
 		in := newInstaller(l, src)
 		var seen installertest.Files
 		in.Validator = installer.ValidatorFunc(func(_ context.Context, dir string) ([]string, error) {
@@ -261,7 +250,7 @@ func TestValidation(t *testing.T) {
 		{"warning in strict mode", true, func(context.Context, string) ([]string, error) { return []string{"deprecated field"}, nil }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			l := testLayout(t)
+			l := installertest.TempLayout(t)
 			in := newInstaller(l, src)
 			in.Validator, in.Strict = tt.v, tt.strict
 			_, err := in.Run(context.Background())
@@ -277,7 +266,7 @@ func TestValidation(t *testing.T) {
 }
 
 func TestInstallSupersedesPendingRetries(t *testing.T) {
-	l := testLayout(t)
+	l := installertest.TempLayout(t)
 	src := &installer.LocalSource{Dir: sourceDir(t, exampleSource)}
 	if _, err := newInstaller(l, src).Run(context.Background()); err != nil {
 		t.Fatal(err)
@@ -308,7 +297,7 @@ func TestInstallSupersedesPendingRetries(t *testing.T) {
 }
 
 func TestPublishOrderAndNoPublish(t *testing.T) {
-	l := testLayout(t)
+	l := installertest.TempLayout(t)
 	src := &installer.LocalSource{Dir: sourceDir(t, exampleSource)}
 	in := newInstaller(l, src)
 	var published []string
@@ -345,7 +334,7 @@ func TestPublishOrderAndNoPublish(t *testing.T) {
 func TestInstallFaultAtEveryStep(t *testing.T) {
 	src := &installer.LocalSource{Dir: sourceDir(t, exampleSource)}
 	setup := func(t *testing.T) revisions.Layout {
-		l := testLayout(t)
+		l := installertest.TempLayout(t)
 		if _, err := newInstaller(l, src).Run(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -419,7 +408,7 @@ func noTemps(l revisions.Layout) error {
 }
 
 func TestInstallRefusesCorruptState(t *testing.T) {
-	l := testLayout(t)
+	l := installertest.TempLayout(t)
 	if err := os.MkdirAll(l.ResourceDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -438,7 +427,7 @@ func TestInstallRefusesCorruptState(t *testing.T) {
 // target, each with its own source: revisions never go backwards and no
 // revision mixes files of two sources.
 func TestRacingInstallers(t *testing.T) {
-	l := testLayout(t)
+	l := installertest.TempLayout(t)
 	const workers, rounds = 4, 5
 	var candidates []installertest.Files
 	var srcs []installer.Source
@@ -513,7 +502,7 @@ func (r *eventRecorder) Emit(_ context.Context, typ, reason, msg string) error {
 }
 
 func TestInstallRecordsAnEvent(t *testing.T) {
-	l := testLayout(t)
+	l := installertest.TempLayout(t)
 	src := &installer.LocalSource{Dir: sourceDir(t, exampleSource)}
 	rec := &eventRecorder{}
 	in := newInstaller(l, src)

@@ -70,7 +70,7 @@ func TestKubeSource(t *testing.T) {
 	}
 
 	t.Run("install", func(t *testing.T) {
-		l := testLayout(t)
+		l := installertest.TempLayout(t)
 		var retries atomic.Int32
 		src := &installer.KubeSource{
 			Client: admin, Namespace: ns,
@@ -114,7 +114,7 @@ func TestKubeSource(t *testing.T) {
 		}(), ns, apierrors.IsForbidden},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			l := testLayout(t)
+			l := installertest.TempLayout(t)
 			var retries atomic.Int32
 			names := []string{"routes"}
 			if tt.name == "required configmap missing" {

@@ -103,17 +103,6 @@ func selfSigned(t *testing.T) (crtPEM, keyPEM []byte) {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd})
 }
 
-func layout(t *testing.T) revisions.Layout {
-	root := t.TempDir()
-	return revisions.Layout{
-		Target:         "gw",
-		ResourceDir:    filepath.Join(root, "resources"),
-		ManifestsDir:   filepath.Join(root, "manifests"),
-		LockFile:       filepath.Join(root, "lock", "gw.lock"),
-		TerminationLog: filepath.Join(root, "log", "termination.log"),
-	}.Defaulted()
-}
-
 func installCmd(l revisions.Layout, source string, stepDelay time.Duration) *exec.Cmd {
 	cmd := exec.Command(binary, "install",
 		"--source-dir="+source,
@@ -139,7 +128,7 @@ func install(t *testing.T, l revisions.Layout, source string) {
 func TestSIGKILLDuringInstall(t *testing.T) {
 	const kills = 30
 	stepDelay := 25 * time.Millisecond
-	l := layout(t)
+	l := installertest.TempLayout(t)
 	src, want := writeSource(t, 40, "a")
 	install(t, l, src)
 	if err := l.SetLastKnownGood(revisions.OS(), 1); err != nil {
@@ -241,7 +230,7 @@ func checkNoTemps(l revisions.Layout) error {
 // gaps and the highest is published.
 func TestRacingInstallProcesses(t *testing.T) {
 	const procs, rounds = 3, 4
-	l := layout(t)
+	l := installertest.TempLayout(t)
 	var sources []string
 	var candidates []installertest.Files
 	for p := range procs {

@@ -74,7 +74,7 @@ func TestSIGKILLDuringPrune(t *testing.T) {
 		files[fmt.Sprintf("configmaps/c%d/k%d", i%10, i)] = []byte(fmt.Sprintf("key %d\n", i))
 	}
 	// Measure one prune.
-	l := layout(t)
+	l := installertest.TempLayout(t)
 	writeRevisions(t, l, 1, 5, files)
 	start := time.Now()
 	if out, err := pruneCmd(l).CombinedOutput(); err != nil {
@@ -91,7 +91,7 @@ func TestSIGKILLDuringPrune(t *testing.T) {
 			break
 		}
 		runs++
-		l := layout(t)
+		l := installertest.TempLayout(t)
 		writeRevisions(t, l, 1, 5, files)
 		if err := l.SetLastKnownGood(revisions.OS(), 2); err != nil {
 			t.Fatal(err)
