@@ -295,12 +295,7 @@ rendered operand and startup-monitor static-pod manifests, and publishes both
 manifests into the manifests dir. Everything happens under the target's lock;
 a crash at any point leaves the previous state or the complete new revision.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.validate(); err != nil {
-				return err
-			}
-			return o.run(cmd.Context(), cmd.OutOrStdout())
-		},
+		RunE: runE(o),
 	}
 	o.addFlags(cmd)
 	return cmd

@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -39,4 +40,21 @@ func exitCode(err error) int {
 		return ec.ExitCode()
 	}
 	return 1
+}
+
+// options is a command's flags with their checks and its work.
+type options interface {
+	validate() error
+	run(ctx context.Context, out io.Writer) error
+}
+
+// runE is the RunE of a command built on options: validate the flags,
+// then run with the command's context and output.
+func runE(o options) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		if err := o.validate(); err != nil {
+			return err
+		}
+		return o.run(cmd.Context(), cmd.OutOrStdout())
+	}
 }

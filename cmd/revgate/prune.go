@@ -75,12 +75,7 @@ func newPruneCommand() *cobra.Command {
 revision, the revisions of the published operand and monitor manifests, and
 every revision awaiting a retry; it removes the others under the lock.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.validate(); err != nil {
-				return err
-			}
-			return o.run(cmd.Context(), cmd.OutOrStdout())
-		},
+		RunE: runE(o),
 	}
 	o.addFlags(cmd)
 	return cmd

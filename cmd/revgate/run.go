@@ -466,12 +466,7 @@ host processes. Install further revisions with the printed command; the
 startup monitor falls back to the last-known-good revision when one fails.
 Ctrl-C stops everything; running it again on the same root resumes.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.validate(); err != nil {
-				return err
-			}
-			return o.run(cmd.Context(), cmd.OutOrStdout())
-		},
+		RunE: runE(o),
 	}
 	o.addFlags(cmd)
 	return cmd
