@@ -5,7 +5,6 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/revgate/revgate/internal/rawflag"
 	"github.com/revgate/revgate/revisions"
 )
 
@@ -33,7 +33,7 @@ const (
 	AdminHost = "127.0.0.1"
 	AdminPort = 9901
 	// adminAddrFlag is the proxy's flag for its admin listener.
-	adminAddrFlag = "--admin-addr"
+	adminAddrFlag = "admin-addr"
 )
 
 // AdminEndpoint returns where the probes reach the admin listener of a proxy
@@ -42,31 +42,22 @@ const (
 // returns the defaults and given false when no usable --admin-addr is given.
 func AdminEndpoint(args []string) (host string, port int, given bool) {
 	host, port = AdminHost, AdminPort
-	for i := 0; i < len(args); i++ {
-		var v string
-		switch {
-		case strings.HasPrefix(args[i], adminAddrFlag+"="):
-			v = strings.TrimPrefix(args[i], adminAddrFlag+"=")
-		case args[i] == adminAddrFlag && i+1 < len(args):
-			i++
-			v = args[i]
-		default:
-			continue
-		}
-		h, p, err := net.SplitHostPort(v)
-		if err != nil {
-			continue
-		}
-		n, err := strconv.Atoi(p)
-		if err != nil || n <= 0 || n > 65535 {
-			continue
-		}
-		if ip := net.ParseIP(h); h == "" || (ip != nil && ip.IsUnspecified()) {
-			h = AdminHost
-		}
-		host, port, given = h, n, true
+	v, ok := rawflag.Last(args, adminAddrFlag)
+	if !ok {
+		return host, port, false
 	}
-	return host, port, given
+	h, p, err := net.SplitHostPort(v)
+	if err != nil {
+		return host, port, false
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil || n <= 0 || n > 65535 {
+		return host, port, false
+	}
+	if ip := net.ParseIP(h); h == "" || (ip != nil && ip.IsUnspecified()) {
+		h = AdminHost
+	}
+	return h, n, true
 }
 
 // RenderOptions say what the rendered pods run.

@@ -8,12 +8,12 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/revgate/revgate/internal/logging"
+	"github.com/revgate/revgate/internal/rawflag"
 	"github.com/revgate/revgate/proxy/config"
 	"github.com/revgate/revgate/proxy/model"
 	"github.com/revgate/revgate/proxy/server"
@@ -131,8 +131,12 @@ requests.`,
 // The termination log and revision are read from the raw arguments, since
 // flag parsing stopped at the error.
 func recordFlagError(args []string, flagErr error) error {
-	path := rawFlag(args, "termination-log", defaultTerminationLog)
-	rev, _ := strconv.Atoi(rawFlag(args, "revision", "0"))
+	path, ok := rawflag.Last(args, "termination-log")
+	if !ok {
+		path = defaultTerminationLog
+	}
+	v, _ := rawflag.Last(args, "revision")
+	rev, _ := strconv.Atoi(v)
 	if path == "" {
 		return flagErr
 	}
@@ -147,23 +151,4 @@ func recordFlagError(args []string, flagErr error) error {
 		return errors.Join(flagErr, err)
 	}
 	return flagErr
-}
-
-// rawFlag returns the last value of --name in args ("--name=v" or
-// "--name v"), or def.
-func rawFlag(args []string, name, def string) string {
-	v := def
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			break
-		}
-		if val, ok := strings.CutPrefix(a, "--"+name+"="); ok {
-			v = val
-		} else if a == "--"+name && i+1 < len(args) {
-			v = args[i+1]
-			i++
-		}
-	}
-	return v
 }

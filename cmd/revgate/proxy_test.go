@@ -8,25 +8,6 @@ import (
 	"github.com/revgate/revgate/revisions"
 )
 
-func TestRawFlag(t *testing.T) {
-	tests := []struct {
-		args []string
-		want string
-	}{
-		{[]string{"--revision=3"}, "3"},
-		{[]string{"--revision", "4", "--x"}, "4"},
-		{[]string{"--revision=3", "--revision=5"}, "5"},
-		{[]string{"--revisions=9"}, "def"},
-		{[]string{"--", "--revision=3"}, "def"},
-		{[]string{"--revision"}, "def"},
-	}
-	for _, tt := range tests {
-		if got := rawFlag(tt.args, "revision", "def"); got != tt.want {
-			t.Errorf("rawFlag(%q) = %q, want %q", tt.args, got, tt.want)
-		}
-	}
-}
-
 // Regression: a proxy whose flags did not parse left no start record, so the
 // monitor read a crash loop from bad flags as NeverStartedUp.
 func TestFlagErrorLeavesStartAndExitRecords(t *testing.T) {
