@@ -61,6 +61,36 @@ build() {
 # Ports: upstream 19000; per target: <base>1 for 1 route, <base>2 for 1,000.
 UP=127.0.0.1:19000
 
+# service_yaml NAME: a Service NAME on port 80 with one ready endpoint, the
+# upstream.
+service_yaml() {
+	cat <<Y
+apiVersion: v1
+kind: Service
+metadata:
+  name: $1
+  namespace: default
+spec:
+  ports:
+  - port: 80
+    targetPort: 19000
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: $1-1
+  namespace: default
+  labels:
+    kubernetes.io/service-name: $1
+addressType: IPv4
+ports:
+- port: 19000
+endpoints:
+- addresses: ["127.0.0.1"]
+---
+Y
+}
+
 write_configs() {
 	local n
 	for n in 1 $ROUTES; do
@@ -75,31 +105,9 @@ metadata:
 spec:
   controller: revgate.io/ingress-controller
 ---
-apiVersion: v1
-kind: Service
-metadata:
-  name: up
-  namespace: default
-spec:
-  ports:
-  - port: 80
-    targetPort: 19000
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: up-1
-  namespace: default
-  labels:
-    kubernetes.io/service-name: up
-addressType: IPv4
-ports:
-- port: 19000
-endpoints:
-- addresses: ["127.0.0.1"]
-  conditions:
-    ready: true
----
+Y
+			service_yaml up
+			cat <<Y
 apiVersion: networking.k8s.io/v1
 kind: Ingress
 metadata:
@@ -129,33 +137,8 @@ Y
 		local d="$work/revgate-weighted-$n"
 		mkdir -p "$d"
 		{
-			for svc in a b; do
-				cat <<Y
-apiVersion: v1
-kind: Service
-metadata:
-  name: up-$svc
-  namespace: default
-spec:
-  ports:
-  - port: 80
-    targetPort: 19000
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: up-$svc-1
-  namespace: default
-  labels:
-    kubernetes.io/service-name: up-$svc
-addressType: IPv4
-ports:
-- port: 19000
-endpoints:
-- addresses: ["127.0.0.1"]
----
-Y
-			done
+			service_yaml up-a
+			service_yaml up-b
 			cat <<Y
 apiVersion: contour.heptio.com/v1beta1
 kind: IngressRoute
