@@ -223,3 +223,18 @@ func FuzzNormalizeRoute(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkNormalizePath: a canonical path (the common case) and one that
+// needs rewriting.
+func BenchmarkNormalizePath(b *testing.B) {
+	for name, p := range map[string]string{"canonical": "/svc0999/v1/items/42", "rewritten": "/svc0999/v1/./items/%7e42"} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if _, err := NormalizePath(p, PathOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
