@@ -160,9 +160,10 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, path string, poo
 		_ = rc.EnableFullDuplex()
 	}
 	upgrade := upgradeType(r.Header)
-	if strings.EqualFold(upgrade, "h2c") {
+	if upgrade != "" && offersH2C(upgrade) {
 		// An h2c upgrade would hand the client a raw HTTP/2 connection to
-		// the upstream, on which it could ask for any path: never forwarded.
+		// the upstream, on which it could ask for any path: never forwarded,
+		// not even as one choice among others.
 		upgrade = ""
 		delete(r.Header, "Http2-Settings")
 	}
@@ -187,6 +188,7 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, path string, poo
 	// it, so it is edited in place rather than copied.
 	hdr := r.Header
 	removeHopHeaders(hdr)
+	removeForwardedAliases(hdr)
 	if upgrade != "" {
 		hdr["Connection"] = []string{"Upgrade"}
 		hdr["Upgrade"] = []string{upgrade}
@@ -367,6 +369,35 @@ func upgradeType(h http.Header) string {
 		}
 	}
 	return ""
+}
+
+// offersH2C reports whether an Upgrade list names h2c.
+func offersH2C(upgrade string) bool {
+	for _, tok := range strings.Split(upgrade, ",") {
+		name, _, _ := strings.Cut(textproto.TrimString(tok), "/")
+		if strings.EqualFold(name, "h2c") {
+			return true
+		}
+	}
+	return false
+}
+
+// forwardedHeaders are the headers the gateway sets for the upstream.
+var forwardedHeaders = map[string]bool{"X-Forwarded-For": true, "X-Forwarded-Proto": true, "X-Forwarded-Host": true}
+
+// removeForwardedAliases deletes request headers that spell one of the
+// forwarded headers with underscores (X_Forwarded_For): CGI-style upstreams
+// (PHP-FPM, WSGI and Rack servers) read both spellings as the same variable,
+// so a client could override what the gateway sets.
+func removeForwardedAliases(h http.Header) {
+	for k := range h {
+		if strings.IndexByte(k, '_') < 0 {
+			continue
+		}
+		if forwardedHeaders[textproto.CanonicalMIMEHeaderKey(strings.ReplaceAll(k, "_", "-"))] {
+			delete(h, k)
+		}
+	}
 }
 
 // removeHopHeaders deletes the hop-by-hop headers and those named by

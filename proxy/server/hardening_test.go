@@ -438,3 +438,32 @@ func BenchmarkGate(b *testing.B) {
 		}
 	}
 }
+
+// TestForwardedHeadersCannotBeSpoofed: a client's X_Forwarded_For (which a
+// CGI-style upstream reads as X-Forwarded-For) never reaches the upstream,
+// and an h2c upgrade offered among other protocols is not forwarded either.
+func TestForwardedHeadersCannotBeSpoofed(t *testing.T) {
+	g, _, _, _ := confusionGateway(t, route.PathOptions{})
+	rc := dialRaw(t, g.Addr("http").String(), nil)
+	rc.send(t, "GET /public HTTP/1.1\r\nHost: gw.test\r\nX_Forwarded_For: 6.6.6.6\r\nx_forwarded_proto: https\r\nX-Forwarded_Host: evil\r\nX_Custom: kept\r\n"+
+		"Connection: upgrade\r\nUpgrade: websocket, h2c\r\n\r\n")
+	resp, body := rc.response(t)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	e := decodeEcho(t, body)
+	for k := range e.Header {
+		if strings.Contains(strings.ToLower(k), "forwarded_") {
+			t.Errorf("upstream received %s: %q", k, e.Header[k])
+		}
+	}
+	if e.Header.Get("X-Forwarded-For") != "127.0.0.1" || e.Header.Get("X-Forwarded-Proto") != "http" {
+		t.Errorf("forwarded headers %v", e.Header)
+	}
+	if e.Header.Get("X_custom") != "kept" {
+		t.Errorf("an unrelated underscore header was dropped: %v", e.Header)
+	}
+	if v := e.Header.Get("Upgrade"); v != "" {
+		t.Errorf("upstream received Upgrade: %q", v)
+	}
+}
