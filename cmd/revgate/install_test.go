@@ -30,7 +30,7 @@ func TestInstallFlags(t *testing.T) {
 		"configmaps": "[]", "secrets": "[]", "optional-configmaps": "[]", "optional-secrets": "[]",
 		"termination-log": "", "binary": "", "image": "revgate:latest", "image-pull-policy": "IfNotPresent",
 		"proxy-arg": "[]", "monitor-arg": "[]", "lock-timeout": "2m0s", "strict": "false", "no-publish": "false",
-		"retry-timeout": "1m0s", "node-name": hostname(),
+		"retry-timeout": "1m0s", "node-name": defaultNodeName(),
 	}
 	for name, def := range defaults {
 		f := cmd.Flags().Lookup(name)
@@ -42,11 +42,6 @@ func TestInstallFlags(t *testing.T) {
 			t.Errorf("--%s default %q, want %q", name, f.DefValue, def)
 		}
 	}
-}
-
-func hostname() string {
-	h, _ := os.Hostname()
-	return h
 }
 
 func TestInstallOptionsParse(t *testing.T) {
