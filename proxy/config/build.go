@@ -219,7 +219,7 @@ func (b *builder) build(cur *store, loadProblems []model.Problem) *model.Snapsho
 		snap.Certificates = []model.Certificate{}
 	}
 	snap.Objects = b.statuses(cur, r1, rf, g1, f)
-	snap.Fallback = fallbackReport(mode, f)
+	snap.Fallback = fallbackReport(mode, f, cur)
 	return snap
 }
 
@@ -438,8 +438,9 @@ func (b *builder) statuses(cur *store, r1, rf *translation, g1 *graph, f *fallba
 // fallbackReport renders the decisions in the shape of Kong's
 // /debug/config/fallback: broken objects, excluded objects (the broken ones
 // and everything cut off with them) and backfilled objects, each with the
-// broken objects causing it.
-func fallbackReport(mode model.FallbackMode, f *fallbackState) model.FallbackReport {
+// broken objects causing it. cur is the configuration's store, for the
+// objects' uids and versions.
+func fallbackReport(mode model.FallbackMode, f *fallbackState, cur *store) model.FallbackReport {
 	rep := model.FallbackReport{
 		Status:            model.FallbackNotTriggered,
 		BrokenObjects:     []model.FallbackObject{},
@@ -450,16 +451,16 @@ func fallbackReport(mode model.FallbackMode, f *fallbackState) model.FallbackRep
 		rep.Status = model.FallbackTriggered
 	}
 	for _, r := range sortedRefs(f.broken) {
-		rep.BrokenObjects = append(rep.BrokenObjects, fallbackObject(r, nil))
+		rep.BrokenObjects = append(rep.BrokenObjects, fallbackObject(r, cur.byRef[r], false, nil))
 	}
 	if mode == model.FallbackOff {
 		return rep
 	}
 	for _, r := range sortedRefs(f.removed) {
-		rep.ExcludedObjects = append(rep.ExcludedObjects, fallbackObject(r, f.causesOf(r)))
+		rep.ExcludedObjects = append(rep.ExcludedObjects, fallbackObject(r, cur.byRef[r], true, f.causesOf(r)))
 	}
 	for _, r := range sortedRefs(f.backfilled) {
-		rep.BackfilledObjects = append(rep.BackfilledObjects, fallbackObject(r, f.causesOf(r)))
+		rep.BackfilledObjects = append(rep.BackfilledObjects, fallbackObject(r, f.backfilled[r], true, f.causesOf(r)))
 	}
 	return rep
 }

@@ -82,7 +82,9 @@
 // Ingress and IngressRoute, EndpointSlice → Service, TLS Secret → Ingress and
 // IngressRoute, and IngressRoute → the IngressRoutes it delegates to. A
 // broken object is one with a translation error. See Build for the three
-// modes. The report follows Kong's /debug/config/fallback: excludedObjects
-// lists the broken objects themselves too, and causingObjects are rendered
-// "Kind:namespace/name".
+// modes. The report follows Kong's /debug/config/fallback field for field:
+// objects with group, kind, version (excluded and backfilled objects),
+// namespace, name and id (metadata.uid); excludedObjects lists the broken
+// objects themselves too; causingObjects are rendered
+// "group/Kind:namespace/name" with the core group written "core".
 package config
