@@ -39,6 +39,9 @@ func Build(opts Options) (*model.Snapshot, error) {
 		return nil, fmt.Errorf("invalid options: %w", err)
 	}
 	b := &builder{opts: opts, fs: osFS}
+	if b.opts.ConfigTime.IsZero() {
+		b.opts.ConfigTime = b.configTime()
+	}
 	cur, problems, err := b.fs.load(opts.Dirs, opts.Namespace)
 	if err != nil {
 		return nil, err
@@ -64,6 +67,20 @@ type builder struct {
 	fs   fileSystem
 	// now is the clock certificates are checked against; time.Now when nil.
 	now func() time.Time
+}
+
+// configTime resolves Options.ConfigTime when not given: the install time
+// of the revision folder Dirs[0], else now.
+func (b *builder) configTime() time.Time {
+	if l, n, ok := revisions.LayoutFromRevisionDir(b.opts.Dirs[0]); ok {
+		path := l.RevisionPodManifest(n)
+		if data, err := b.fs.readFile(path); err == nil {
+			if at, err := revisions.InstalledAtOf(data, path); err == nil {
+				return at
+			}
+		}
+	}
+	return b.clock()
 }
 
 func (b *builder) clock() time.Time {
