@@ -47,6 +47,7 @@ func Build(opts Options) (*model.Snapshot, error) {
 		return nil, err
 	}
 	snap := b.build(cur, problems)
+	snap.BuiltAt = start
 	snap.TranslationDuration = time.Since(start)
 	return snap, nil
 }
@@ -434,6 +435,9 @@ func (b *builder) statuses(cur *store, r1, rf *translation, g1 *graph, f *fallba
 		if why, ok := f.lkgFailed[r]; ok {
 			s.Description += "; last-known-good version not served: " + why
 		}
+		if r.Kind == kindIngressRoute {
+			s.VirtualHost, s.IsRoot = irVirtualHost(o, rf, g1, servedObject(cur, f))
+		}
 		out = append(out, s)
 	}
 	for _, r := range sortedRefs(f.backfilled) {
@@ -445,6 +449,7 @@ func (b *builder) statuses(cur *store, r1, rf *translation, g1 *graph, f *fallba
 		s.Description = "absent from this revision; needed by backfilled objects"
 		if r.Kind == kindIngressRoute {
 			s.Root = rf.ir[r].root
+			s.VirtualHost, s.IsRoot = irVirtualHost(bo, rf, g1, servedObject(cur, f))
 		}
 		out = append(out, s)
 	}

@@ -291,6 +291,12 @@ type ObjectStatus struct {
 	Description string `json:"description,omitempty"`
 	// Root is, for a valid IngressRoute, the root that reaches it.
 	Root *ObjectRef `json:"root,omitempty"`
+	// IsRoot marks an IngressRoute with a spec.virtualhost, valid or not.
+	IsRoot bool `json:"isRoot,omitempty"`
+	// VirtualHost is, for an IngressRoute, the fqdn it serves under: a root's
+	// own, or that of the first root (by namespace and name) delegating to
+	// it; empty when no root does. Contour's metrics label objects with it.
+	VirtualHost string `json:"virtualHost,omitempty"`
 }
 
 // FallbackStatus is "triggered" or "not-triggered".
@@ -381,6 +387,9 @@ type Snapshot struct {
 	Mode FallbackMode `json:"mode"`
 	// TranslationDuration is how long loading and translation took.
 	TranslationDuration time.Duration `json:"translationDuration"`
+	// BuiltAt is when loading and translation started (Contour's "DAG
+	// rebuild" time).
+	BuiltAt time.Time `json:"builtAt"`
 }
 
 // Errors returns the problems of severity error.
