@@ -22,6 +22,7 @@ import (
 	"github.com/revgate/revgate/monitor"
 	"github.com/revgate/revgate/proxy/config"
 	"github.com/revgate/revgate/proxy/model"
+	"github.com/revgate/revgate/proxy/server"
 	"github.com/revgate/revgate/revisions"
 )
 
@@ -138,6 +139,13 @@ func (o *installOptions) validate() error {
 	if o.revisionedNames && (!kube || o.revision == 0) {
 		errs = append(errs, errors.New("--revisioned-names needs the Kubernetes source and --revision: the names read are <name>-<revision>"))
 	}
+	// Listeners sharing an address would be a crash loop (or, worse, mixed
+	// answers) on the node: refuse to render such a proxy pod.
+	if _, listeners, ok := parseProxyArgs(o.proxyArgs); ok {
+		if err := listeners.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("--proxy-arg: %w", err))
+		}
+	}
 	switch corev1.PullPolicy(o.imagePullPolicy) {
 	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
 	default:
@@ -214,17 +222,28 @@ func (o *installOptions) source(client kubernetes.Interface, log *slog.Logger) i
 // do not parse (a test may hand the proxy a bad flag on purpose) leave the
 // defaults, and the monitor judges what the proxy makes of them.
 func validationOptions(proxyArgs []string) config.Options {
-	var opts config.Options
+	opts, _, _ := parseProxyArgs(proxyArgs)
+	return opts
+}
+
+// parseProxyArgs reads the configuration and listener flags out of the
+// rendered proxy's arguments; ok is false (and the defaults are returned)
+// when they do not parse.
+func parseProxyArgs(proxyArgs []string) (opts config.Options, listeners server.ListenerFlags, ok bool) {
 	fs := pflag.NewFlagSet("proxy", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.ParseErrorsAllowlist.UnknownFlags = true
 	opts.AddFlags(fs)
+	listeners.AddFlags(fs)
 	if err := fs.Parse(proxyArgs); err != nil {
-		opts = config.Options{}
-		opts.AddFlags(pflag.NewFlagSet("defaults", pflag.ContinueOnError))
+		opts, listeners = config.Options{}, server.ListenerFlags{}
+		defaults := pflag.NewFlagSet("defaults", pflag.ContinueOnError)
+		opts.AddFlags(defaults)
+		listeners.AddFlags(defaults)
+		return opts, listeners, false
 	}
 	opts.Dirs, opts.LastKnownGoodDir = nil, ""
-	return opts
+	return opts, listeners, true
 }
 
 // gatewayValidator checks a staged configuration with the same loader and

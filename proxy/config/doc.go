@@ -35,7 +35,10 @@
 // of revgate is loaded. An Ingress without a class and without such a default
 // is ignored, as are Ingresses of other classes; the status says why.
 //
-// Paths must start with '/' and hold no "//". ImplementationSpecific is
+// Paths must start with '/' and hold no "//", no dot segment and no escaped
+// slash or backslash; they are kept in the canonical form request paths are
+// normalized to before matching (route.NormalizePath: unreserved escapes
+// decoded, other escapes upper-cased). ImplementationSpecific is
 // served as Prefix (element-wise). Prefix paths lose a trailing slash; an
 // empty path is "/". Hosts are lower-cased DNS names or "*." followed by one;
 // IP addresses and a lone "*" are invalid. When two Ingresses claim the same

@@ -151,8 +151,10 @@ func (t *translator) irIntrinsic(o *object) bool {
 			}
 			r.Services, r.Service = r.Service, nil
 		}
-		if err := validatePath(r.Match); err != "" {
+		if clean, err := validatePath(r.Match); err != "" {
 			t.errorf(o, field+".match", "invalid match %q: %s", r.Match, err)
+		} else {
+			r.Match = clean
 		}
 		switch {
 		case r.Delegate != nil && len(r.Services) > 0:
