@@ -140,7 +140,10 @@ func DecodeEndpoints(data []byte) ([]discoveryv1.EndpointSlice, error) {
 		if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &tm); err != nil {
 			return nil, &EndpointsError{Field: item, Message: "parse: " + err.Error()}
 		}
-		ref := model.ObjectRef{Group: groupDiscovery, Kind: kindEndpointSlice, Namespace: tm.Metadata.Namespace, Name: tm.Metadata.Name}
+		var ref model.ObjectRef
+		if tm.Metadata.Name != "" {
+			ref = model.ObjectRef{Group: groupDiscovery, Kind: kindEndpointSlice, Namespace: tm.Metadata.Namespace, Name: tm.Metadata.Name}
+		}
 		if tm.APIVersion != sliceAPIVersion || tm.Kind != kindEndpointSlice {
 			return nil, &EndpointsError{Object: ref, Field: item, Message: fmt.Sprintf("want apiVersion %q and kind %q, got %q and %q", sliceAPIVersion, kindEndpointSlice, tm.APIVersion, tm.Kind)}
 		}
