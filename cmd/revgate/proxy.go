@@ -57,6 +57,8 @@ func (o *proxyOptions) addFlags(cmd *cobra.Command) {
 	fs.IntVar(&o.server.Transport.MaxIdleConnsPerHost, "upstream-max-idle-conns", 256, "idle keep-alive connections kept per upstream endpoint")
 	fs.IntVar(&o.gcPercent, "gc-percent", defaultGCPercent, "Go garbage collector target percentage (GOGC); GOMEMLIMIT still applies")
 	fs.BoolVar(&o.server.Pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the admin listener")
+	fs.StringVar(&o.server.Endpoints.File, "endpoints-file", "", "live endpoints file (a v1 List of EndpointSlices, by default written to <resource-dir>/<target>-live/endpoints.json) applied without a new revision; its folder is watched (empty: off, the revision's endpoints are served)")
+	fs.DurationVar(&o.server.Endpoints.RelistPeriod, "endpoints-relist-period", server.DefaultEndpointsRelistPeriod, "how often the live endpoints file is read besides on watch events")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 }
 
@@ -67,6 +69,9 @@ func (o *proxyOptions) validate() error {
 	}
 	if o.server.HTTPAddr == "" && o.server.HTTPSAddr == "" {
 		errs = append(errs, errors.New("no listener: --http-addr and --https-addr are both empty"))
+	}
+	if o.server.Endpoints.RelistPeriod <= 0 {
+		errs = append(errs, fmt.Errorf("invalid --endpoints-relist-period %s: want a positive duration", o.server.Endpoints.RelistPeriod))
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(o.logLevel)); err != nil {
@@ -112,7 +117,9 @@ Ingress and IngressRoute rules. Admin endpoints (/healthz, /livez, /readyz,
 appended to --termination-log first; a failure exit appends an exit record.
 Listeners use SO_REUSEPORT: a traffic port still held by the process being
 replaced is joined only once this one is ready. SIGTERM drains in-flight
-requests.`,
+requests. With --endpoints-file, EndpointSlices written to that file (by
+revgate controller) replace the endpoints of the Services they belong to
+while the gateway runs, without a new revision.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd.Context())
