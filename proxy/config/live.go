@@ -43,14 +43,8 @@ func (e *EndpointsError) Error() string {
 	return model.Problem{File: e.File, Object: e.Object, Field: e.Field, Message: e.Message}.String()
 }
 
-// liveList and liveSlice are the file's shapes: the fields of a List and of
-// an EndpointSlice that the file keeps, in a fixed order.
-type liveList struct {
-	APIVersion string      `json:"apiVersion"`
-	Kind       string      `json:"kind"`
-	Items      []liveSlice `json:"items"`
-}
-
+// liveSlice is an item of the file: the fields of an EndpointSlice that the
+// file keeps, in a fixed order.
 type liveSlice struct {
 	APIVersion  string                     `json:"apiVersion"`
 	Kind        string                     `json:"kind"`
@@ -99,11 +93,23 @@ func EncodeEndpoints(slices []discoveryv1.EndpointSlice) ([]byte, error) {
 		}
 		return a.Name < b.Name
 	})
-	data, err := json.MarshalIndent(liveList{APIVersion: endpointsListAPIVersion, Kind: endpointsListKind, Items: items}, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("encode endpoints: %w", err)
+	// One item per line: compact to read back, and a diff of two files
+	// names the slices that changed.
+	var buf bytes.Buffer
+	buf.WriteString(`{"apiVersion":"` + endpointsListAPIVersion + `","kind":"` + endpointsListKind + `","items":[`)
+	for i := range items {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.WriteByte('\n')
+		data, err := json.Marshal(&items[i])
+		if err != nil {
+			return nil, fmt.Errorf("encode endpoints: %s/%s: %w", items[i].Metadata.Namespace, items[i].Metadata.Name, err)
+		}
+		buf.Write(data)
 	}
-	return append(data, '\n'), nil
+	buf.WriteString("\n]}\n")
+	return buf.Bytes(), nil
 }
 
 // DecodeEndpoints parses an endpoints file. Unknown fields are ignored (a
@@ -116,40 +122,25 @@ func EncodeEndpoints(slices []discoveryv1.EndpointSlice) ([]byte, error) {
 // whole or not at all.
 func DecodeEndpoints(data []byte) ([]discoveryv1.EndpointSlice, error) {
 	var doc struct {
-		APIVersion string            `json:"apiVersion"`
-		Kind       string            `json:"kind"`
-		Items      []json.RawMessage `json:"items"`
+		APIVersion string                      `json:"apiVersion"`
+		Kind       string                      `json:"kind"`
+		Items      []discoveryv1.EndpointSlice `json:"items"`
 	}
+	// One pass over the file; only a file that fails is read again, item
+	// by item, to say where.
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(data, &doc); err != nil {
-		return nil, &EndpointsError{Message: "parse: " + jsonErrorText(data, err)}
+		return nil, locateDecodeError(data, err)
 	}
-	if doc.APIVersion != endpointsListAPIVersion || doc.Kind != endpointsListKind {
-		return nil, &EndpointsError{Message: fmt.Sprintf("want apiVersion %q and kind %q, got %q and %q", endpointsListAPIVersion, endpointsListKind, doc.APIVersion, doc.Kind)}
+	if err := checkListType(doc.APIVersion, doc.Kind); err != nil {
+		return nil, err
 	}
-	out := make([]discoveryv1.EndpointSlice, len(doc.Items))
 	seen := make(map[model.ObjectRef]int, len(doc.Items))
-	for i, raw := range doc.Items {
+	for i := range doc.Items {
+		s := &doc.Items[i]
 		item := fmt.Sprintf("items[%d]", i)
-		var tm struct {
-			metav1.TypeMeta `json:",inline"`
-			Metadata        struct {
-				Name      string `json:"name"`
-				Namespace string `json:"namespace"`
-			} `json:"metadata"`
-		}
-		if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &tm); err != nil {
-			return nil, &EndpointsError{Field: item, Message: "parse: " + err.Error()}
-		}
-		var ref model.ObjectRef
-		if tm.Metadata.Name != "" {
-			ref = model.ObjectRef{Group: groupDiscovery, Kind: kindEndpointSlice, Namespace: tm.Metadata.Namespace, Name: tm.Metadata.Name}
-		}
-		if tm.APIVersion != sliceAPIVersion || tm.Kind != kindEndpointSlice {
-			return nil, &EndpointsError{Object: ref, Field: item, Message: fmt.Sprintf("want apiVersion %q and kind %q, got %q and %q", sliceAPIVersion, kindEndpointSlice, tm.APIVersion, tm.Kind)}
-		}
-		s := &out[i]
-		if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, s); err != nil {
-			return nil, &EndpointsError{Object: ref, Field: item, Message: "parse: " + err.Error()}
+		ref := sliceRef(s.Namespace, s.Name)
+		if err := checkItemType(item, ref, s.APIVersion, s.Kind); err != nil {
+			return nil, err
 		}
 		switch {
 		case s.Name == "":
@@ -165,7 +156,70 @@ func DecodeEndpoints(data []byte) ([]discoveryv1.EndpointSlice, error) {
 			return nil, &EndpointsError{Object: ref, Field: item + "." + fes[0].field, Message: fes[0].message}
 		}
 	}
-	return out, nil
+	if doc.Items == nil {
+		doc.Items = []discoveryv1.EndpointSlice{}
+	}
+	return doc.Items, nil
+}
+
+// sliceRef names an EndpointSlice in errors (zero without a name).
+func sliceRef(namespace, name string) model.ObjectRef {
+	if name == "" {
+		return model.ObjectRef{}
+	}
+	return model.ObjectRef{Group: groupDiscovery, Kind: kindEndpointSlice, Namespace: namespace, Name: name}
+}
+
+func checkListType(apiVersion, kind string) error {
+	if apiVersion != endpointsListAPIVersion || kind != endpointsListKind {
+		return &EndpointsError{Message: fmt.Sprintf("want apiVersion %q and kind %q, got %q and %q", endpointsListAPIVersion, endpointsListKind, apiVersion, kind)}
+	}
+	return nil
+}
+
+func checkItemType(item string, ref model.ObjectRef, apiVersion, kind string) error {
+	if apiVersion != sliceAPIVersion || kind != kindEndpointSlice {
+		return &EndpointsError{Object: ref, Field: item, Message: fmt.Sprintf("want apiVersion %q and kind %q, got %q and %q", sliceAPIVersion, kindEndpointSlice, apiVersion, kind)}
+	}
+	return nil
+}
+
+// locateDecodeError reads a file that failed to decode item by item and
+// names where it fails: the document, or the first item that does not
+// decode.
+func locateDecodeError(data []byte, err error) error {
+	var doc struct {
+		APIVersion string            `json:"apiVersion"`
+		Kind       string            `json:"kind"`
+		Items      []json.RawMessage `json:"items"`
+	}
+	if derr := kjson.UnmarshalCaseSensitivePreserveInts(data, &doc); derr != nil {
+		return &EndpointsError{Message: "parse: " + jsonErrorText(data, derr)}
+	}
+	if lerr := checkListType(doc.APIVersion, doc.Kind); lerr != nil {
+		return lerr
+	}
+	for i, raw := range doc.Items {
+		item := fmt.Sprintf("items[%d]", i)
+		var tm struct {
+			metav1.TypeMeta `json:",inline"`
+			Metadata        struct {
+				Name      string `json:"name"`
+				Namespace string `json:"namespace"`
+			} `json:"metadata"`
+		}
+		// Best effort: the type and name only label the error.
+		_ = kjson.UnmarshalCaseSensitivePreserveInts(raw, &tm)
+		ref := sliceRef(tm.Metadata.Namespace, tm.Metadata.Name)
+		if terr := checkItemType(item, ref, tm.APIVersion, tm.Kind); terr != nil {
+			return terr
+		}
+		var s discoveryv1.EndpointSlice
+		if ierr := kjson.UnmarshalCaseSensitivePreserveInts(raw, &s); ierr != nil {
+			return &EndpointsError{Object: ref, Field: item, Message: "parse: " + ierr.Error()}
+		}
+	}
+	return &EndpointsError{Message: "parse: " + err.Error()}
 }
 
 // jsonErrorText adds the line and column to a JSON syntax error, found

@@ -361,3 +361,42 @@ func TestPickDoesNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPickWhileSwapping is request picking (pick, count in flight,
+// end) while another goroutine replaces the pool's set every millisecond:
+// it takes no lock and allocates nothing.
+func BenchmarkPickWhileSwapping(b *testing.B) {
+	sets := [][]string{{"a:1", "b:1", "c:1"}, {"b:1", "c:1", "d:1"}}
+	for _, strategy := range []model.Strategy{model.RoundRobin, model.WeightedLeastRequest} {
+		b.Run(string(strategy), func(b *testing.B) {
+			be := backend("ns/svc:80", sets[0]...)
+			be.Strategy = strategy
+			p := NewPool(be, TransportOptions{})
+			stop := make(chan struct{})
+			swapped := make(chan struct{})
+			go func() {
+				defer close(swapped)
+				t := time.NewTicker(time.Millisecond)
+				defer t.Stop()
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					case <-t.C:
+						p.SetEndpoints(sets[i%2])
+					}
+				}
+			}()
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					p.Pick().Begin()()
+				}
+			})
+			b.StopTimer()
+			close(stop)
+			<-swapped
+		})
+	}
+}
