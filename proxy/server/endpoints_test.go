@@ -188,6 +188,11 @@ func TestLiveEndpointsAtStart(t *testing.T) {
 	if got := poolAddrs(g, "ns/web:80"); !reflect.DeepEqual(got, []string{addrOf(b)}) {
 		t.Fatalf("endpoints before serving %v", got)
 	}
+	// Without a file, live endpoints are off.
+	off := New(snap, Options{Logger: slog.New(slog.DiscardHandler)})
+	if got := poolAddrs(off, "ns/web:80"); !reflect.DeepEqual(got, []string{addrOf(a)}) || off.debugEndpoints().(endpointsDoc).State != liveOff {
+		t.Fatalf("without a file: endpoints %v, state %+v", got, off.debugEndpoints())
+	}
 }
 
 // newWatched makes a gateway following file, not serving, with a fake clock
