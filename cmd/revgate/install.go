@@ -57,6 +57,7 @@ type installOptions struct {
 	proxyArgs         []string
 	monitorArgs       []string
 	monitorKubeconfig string
+	endpointsFile     string
 	lockTimeout       time.Duration
 	strict            bool
 	noPublish         bool
@@ -84,6 +85,7 @@ func (o *installOptions) addFlags(cmd *cobra.Command) {
 	fs.StringArrayVar(&o.proxyArgs, "proxy-arg", nil, "extra argument appended to the rendered proxy command (repeatable)")
 	fs.StringArrayVar(&o.monitorArgs, "monitor-arg", nil, "extra argument appended to the rendered monitor command (repeatable)")
 	fs.StringVar(&o.monitorKubeconfig, "monitor-kubeconfig", "", "kubeconfig file on the node for the startup monitor (mirror-pod check, Events); mounted read-only into its pod")
+	fs.StringVar(&o.endpointsFile, "endpoints-file", "", "live endpoints file the proxy follows (--endpoints-file; conventionally <resource-dir>/<target>-live/endpoints.json); its folder is mounted read-only into the proxy pod (empty: the revision's endpoints only)")
 	fs.DurationVar(&o.lockTimeout, "lock-timeout", revisions.DefaultLockTimeout, "how long to wait for the lock")
 	fs.BoolVar(&o.strict, "strict", false, "refuse the configuration on validation warnings too")
 	fs.BoolVar(&o.noPublish, "no-publish", false, "write the revision but do not publish its manifests")
@@ -114,9 +116,11 @@ func (o *installOptions) validate() error {
 		errs = append(errs, err)
 	}
 	o.layout = abs
-	if o.monitorKubeconfig != "" {
-		if p, err := filepath.Abs(o.monitorKubeconfig); err == nil {
-			o.monitorKubeconfig = p
+	for _, p := range []*string{&o.monitorKubeconfig, &o.endpointsFile} {
+		if *p != "" {
+			if abs, err := filepath.Abs(*p); err == nil {
+				*p = abs
+			}
 		}
 	}
 	kube := o.kubeSource()
@@ -295,6 +299,7 @@ func (o *installOptions) run(ctx context.Context, w io.Writer) error {
 			ProxyArgs:         o.proxyArgs,
 			MonitorArgs:       o.monitorArgs,
 			MonitorKubeconfig: o.monitorKubeconfig,
+			EndpointsFile:     o.endpointsFile,
 		},
 		Revision:    o.revision,
 		LockTimeout: o.lockTimeout,
