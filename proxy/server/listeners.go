@@ -96,7 +96,7 @@ func (g *Gateway) Listen(ctx context.Context) error {
 				return fmt.Errorf("bind %s listener: %w", s.role, err)
 			}
 			if taken {
-				g.log.Info("port held by another process, joining it once ready", "listener", s.role, "addr", s.addr)
+				g.log.Info("port held by another process, joining it once ready", "listener", s.role.String(), "addr", s.addr)
 				g.listeners = append(g.listeners, ls)
 				continue
 			}
@@ -108,7 +108,7 @@ func (g *Gateway) Listen(ctx context.Context) error {
 		}
 		ls.l = g.wrapListener(ls, l)
 		g.listeners = append(g.listeners, ls)
-		g.log.Info("listening", "listener", s.role, "addr", l.Addr().String())
+		g.log.Info("listening", "listener", s.role.String(), "addr", l.Addr().String())
 	}
 	g.bound.Store(true)
 	return nil
