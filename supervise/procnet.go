@@ -33,10 +33,15 @@ func (p procFS) sockets() ([]sockEntry, error) {
 		return nil, err
 	}
 	var out []sockEntry
+	// procfs marks the socket tables deprecated in favour of netlink, which
+	// attribute already asks first (sockdiag.go): this is the fallback for
+	// where sock_diag is unavailable.
+	//lint:ignore SA1019 the /proc fallback of the netlink lookup
+	tcp4, tcp6 := fs.NetTCP, fs.NetTCP6
 	for _, table := range []struct {
 		name string
 		read func() (procfs.NetTCP, error)
-	}{{"net/tcp", fs.NetTCP}, {"net/tcp6", fs.NetTCP6}} {
+	}{{"net/tcp", tcp4}, {"net/tcp6", tcp6}} {
 		lines, err := table.read()
 		if err != nil {
 			if errors.Is(err, iofs.ErrNotExist) {
