@@ -62,11 +62,8 @@ func (m *Monitor) publishFallback(ctx context.Context, decided bool) error {
 		}
 		return nil
 	}
-	if !decided {
-		pub, err := m.opts.Layout.PublishedRevision(m.fs)
-		if err == nil && pub != n {
-			return nil // in place, or replaced by someone else: not ours to touch
-		}
+	if !decided && m.fallbackInPlace() {
+		return nil // in place, or replaced by someone else: not ours to touch
 	}
 	src, err := m.fs.ReadFile(m.opts.Layout.RevisionPodManifest(rec.To))
 	if err != nil {
@@ -77,6 +74,9 @@ func (m *Monitor) publishFallback(ctx context.Context, decided bool) error {
 	data, err := annotateManifest(src, fb)
 	if err != nil {
 		return fmt.Errorf("annotate operand manifest of revision %d: %w", rec.To, err)
+	}
+	if m.slots() {
+		return m.publishSlotFallback(ctx, rec, fb, data)
 	}
 	if err := m.fs.Publish(m.opts.Layout.PublishedPodManifest(), data); err != nil {
 		return fmt.Errorf("publish fallback revision %d: %w", rec.To, err)
