@@ -58,7 +58,7 @@ func TestNode(t *testing.T) {
 
 	// A good revision replaces the serving one under constant load.
 	t.Run("good-rollout", func(t *testing.T) {
-		defer startLoad(t, "good-rollout").stop(t)
+		defer startLoad(t, "good-rollout").stopNoFailures(t)
 		rev, published := n.install(t, installSpec{source: goodSource})
 		since := n.waitGood(t, rev, "", "v1")
 		t.Logf("revision %d: serving %.1fs and last-known-good %.1fs after publishing it",
@@ -76,7 +76,7 @@ func TestNode(t *testing.T) {
 		{"never-started-up/missing-command", func(p *corev1.Pod) { p.Spec.Containers[0].Command[0] = "/no-such-binary" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			defer startLoad(t, tc.name).stop(t)
+			defer startLoad(t, tc.name).stopNoFailures(t)
 			rev, published := n.install(t, installSpec{source: goodSource, mutate: e2etest.MutatePod(node.layout.Target, tc.mutate)})
 			fb := n.waitFallback(t, rev, cur.rev, cur.name, published)
 			if fb.reason != revisions.ReasonNeverStartedUp {
@@ -97,7 +97,7 @@ func TestNode(t *testing.T) {
 		{"crash-looping/config", "--config-dir=/no-such-folder"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			defer startLoad(t, tc.name).stop(t)
+			defer startLoad(t, tc.name).stopNoFailures(t)
 			rev, published := n.install(t, installSpec{source: goodSource, proxyArgs: []string{tc.arg}})
 			fb := n.waitFallback(t, rev, cur.rev, cur.name, published)
 			if fb.reason != revisions.ReasonCrashLooping {
@@ -111,7 +111,7 @@ func TestNode(t *testing.T) {
 	// but never ready (object-level fallback off and a broken object);
 	// NotReady, retried.
 	t.Run("not-ready", func(t *testing.T) {
-		defer startLoad(t, "not-ready").stop(t)
+		defer startLoad(t, "not-ready").stopNoFailures(t)
 		rev, published := n.install(t, installSpec{
 			source:    goodSource,
 			proxyArgs: []string{"--fallback=off"},
@@ -127,7 +127,7 @@ func TestNode(t *testing.T) {
 		first := n.checkFailed(t, rev, revisions.ReasonNotReady).Attempts
 
 		waitFor(t, waitLong, fmt.Sprintf("the retry to publish revision %d again", rev), func() (bool, string) {
-			pub, _ := n.published()
+			pub := n.newest()
 			return pub == rev, fmt.Sprintf("published revision %d", pub)
 		})
 		retried := time.Now()
@@ -146,7 +146,7 @@ func TestNode(t *testing.T) {
 	// The seed's bad etcd smoke test: the revision's upstream is down;
 	// DependencyUnhealthy, retried, and good once the upstream is back.
 	t.Run("dependency-unhealthy", func(t *testing.T) {
-		defer startLoad(t, "dependency-unhealthy").stop(t)
+		defer startLoad(t, "dependency-unhealthy").stopNoFailures(t)
 		v2.stop()
 		rev, published := n.install(t, installSpec{source: source(v2, true).Write(t)})
 		fb := n.waitFallback(t, rev, cur.rev, cur.name, published)

@@ -154,6 +154,16 @@ func (l *load) stop(t *testing.T) loadResult {
 	return r
 }
 
+// stopNoFailures stops the load and fails the test when a request failed:
+// the serving revision must answer through any rollout, good or bad.
+func (l *load) stopNoFailures(t *testing.T) {
+	t.Helper()
+	if r := l.stop(t); r.Failed > 0 {
+		t.Errorf("%d of %d requests failed during %s; longest gap in service %.2fs; first failures: %v",
+			r.Failed, r.Requests, r.Scenario, r.Gap.Seconds(), r.Samples)
+	}
+}
+
 // logLoadTable logs every scenario's figures as one Markdown table.
 func logLoadTable(t *testing.T) {
 	t.Helper()
