@@ -13,7 +13,7 @@ import (
 // retry of revision 5 runs beside it, revision 4 still serves and says why.
 func ExampleForNode() {
 	pods := []metav1.ObjectMeta{
-		{Name: "revgate.b-node1", Labels: map[string]string{"app": "revgate", "revision": "5", "revgate.io/slot": "b"}},
+		{Name: "revgate-b-node1", Labels: map[string]string{"app": "revgate", "revision": "5", "revgate.io/slot": "b"}},
 		{Name: "revgate-node1", Labels: map[string]string{"app": "revgate", "revision": "4", "revgate.io/slot": "a"},
 			Annotations: map[string]string{
 				"startup-monitor.static-pods.openshift.io/fallback-for-revision": "5",

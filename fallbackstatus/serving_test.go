@@ -28,11 +28,11 @@ func TestServingPod(t *testing.T) {
 	}{
 		{"none", nil, ""},
 		{"one", []*metav1.ObjectMeta{mirror("revgate-n1", "4", "")}, "revgate-n1"},
-		{"a rollout: the older revision serves", []*metav1.ObjectMeta{mirror("revgate.b-n1", "5", ""), mirror("revgate-n1", "4", "")}, "revgate-n1"},
-		{"a retry beside a fallback", []*metav1.ObjectMeta{mirror("revgate-n1", "4", "5"), mirror("revgate.b-n1", "5", "")}, "revgate-n1"},
-		{"no usable revision comes last", []*metav1.ObjectMeta{mirror("revgate-n1", "x", ""), mirror("revgate.b-n1", "9", "")}, "revgate.b-n1"},
-		{"a tie goes to the fallback", []*metav1.ObjectMeta{mirror("revgate-n1", "4", ""), mirror("revgate.b-n1", "4", "5")}, "revgate.b-n1"},
-		{"then to the name", []*metav1.ObjectMeta{mirror("revgate.b-n1", "4", ""), mirror("revgate-n1", "4", "")}, "revgate-n1"},
+		{"a rollout: the older revision serves", []*metav1.ObjectMeta{mirror("revgate-b-n1", "5", ""), mirror("revgate-n1", "4", "")}, "revgate-n1"},
+		{"a retry beside a fallback", []*metav1.ObjectMeta{mirror("revgate-n1", "4", "5"), mirror("revgate-b-n1", "5", "")}, "revgate-n1"},
+		{"no usable revision comes last", []*metav1.ObjectMeta{mirror("revgate-n1", "x", ""), mirror("revgate-b-n1", "9", "")}, "revgate-b-n1"},
+		{"a tie goes to the fallback", []*metav1.ObjectMeta{mirror("revgate-n1", "4", ""), mirror("revgate-b-n1", "4", "5")}, "revgate-b-n1"},
+		{"then to the name", []*metav1.ObjectMeta{mirror("revgate-n1", "4", ""), mirror("revgate-b-n1", "4", "")}, "revgate-b-n1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got, ok := ServingPod(tt.pods)
@@ -48,7 +48,7 @@ func TestServingPod(t *testing.T) {
 }
 
 func TestForNode(t *testing.T) {
-	fb, err := ForNode([]*metav1.ObjectMeta{mirror("revgate.b-n1", "5", ""), mirror("revgate-n1", "4", "5")})
+	fb, err := ForNode([]*metav1.ObjectMeta{mirror("revgate-b-n1", "5", ""), mirror("revgate-n1", "4", "5")})
 	if err != nil || fb == nil || fb.ForRevision != 5 || fb.Reason != revisions.ReasonCrashLooping {
 		t.Fatalf("ForNode = %+v, %v", fb, err)
 	}

@@ -368,6 +368,9 @@ func (in *Installer) slotFor(pod []byte) (revisions.Slot, []byte, error) {
 		in.log.Warn("last-known-good link unusable; the lowest published revision keeps serving", "err", err)
 	}
 	slot := revisions.FreeSlot(slots, lkg)
+	if err := l.CheckSlotFree(f, slot); err != nil {
+		return "", nil, err
+	}
 	data, err := l.SlotManifest(pod, slot, in.NewUID())
 	if err != nil {
 		return "", nil, err

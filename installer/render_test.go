@@ -73,9 +73,9 @@ func TestRenderGolden(t *testing.T) {
 		{name: "custom/replace", layout: customLayout, opts: withPublish(customOpts, revisions.PublishReplace),
 			operand: "custom", monitor: "custom"},
 		{name: "default/slots", layout: defaultLayout, opts: installer.RenderOptions{Binary: "/usr/bin/revgate"},
-			operand: "default", monitor: "slots-default", slot: "slots-default-revgate.b-pod.yaml"},
+			operand: "default", monitor: "slots-default", slot: "slots-default-revgate-b-pod.yaml"},
 		{name: "custom/slots", layout: customLayout, opts: withPublish(customOpts, revisions.PublishSlots),
-			operand: "custom", monitor: "slots-custom", slot: "slots-custom-edge.b-pod.yaml"},
+			operand: "custom", monitor: "slots-custom", slot: "slots-custom-edge-b-pod.yaml"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, p := range []struct {

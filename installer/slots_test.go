@@ -3,6 +3,7 @@ package installer_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -166,10 +167,36 @@ func TestInstallEventOnTheSlotsPod(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if want := []string{"gw", "gw.b"}; strings.Join(rec.pods, " ") != strings.Join(want, " ") {
+	if want := []string{"gw", "gw-b"}; strings.Join(rec.pods, " ") != strings.Join(want, " ") {
 		t.Fatalf("events on %v, want %v", rec.pods, want)
 	}
 	if !strings.Contains(rec.msgs[1], "slot b") {
 		t.Fatalf("event message %q does not name the slot", rec.msgs[1])
+	}
+}
+
+// TestPublishSlotsRefusesAnotherTargetsManifest: target gw-b's operand
+// manifest has the names of slot b of target gw; publishing there is
+// refused with both names, and nothing is published.
+func TestPublishSlotsRefusesAnotherTargetsManifest(t *testing.T) {
+	l := installertest.TempLayout(t)
+	src := &installer.LocalSource{Dir: sourceDir(t, exampleSource)}
+	if _, err := newInstaller(l, src).Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	other := l
+	other.Target = "gw-b"
+	in := newInstaller(other, src)
+	in.Render.Publish = revisions.PublishReplace
+	if _, err := in.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	before := slotFiles(t, l)
+	_, err := newInstaller(l, src).Run(context.Background())
+	if !errors.Is(err, revisions.ErrForeignManifest) || !strings.Contains(err.Error(), `"gw-b"`) {
+		t.Fatalf("install beside target gw-b: %v", err)
+	}
+	if after := slotFiles(t, l); after[revisions.SlotA] != before[revisions.SlotA] || after[revisions.SlotB] != before[revisions.SlotB] {
+		t.Fatal("a refused install changed a slot")
 	}
 }

@@ -121,6 +121,8 @@ func (m *Monitor) publishSlotFallback(ctx context.Context, rec revisions.Fallbac
 		slot := revisions.FreeSlot(slots, rec.To)
 		if len(own) > 0 {
 			slot = own[0].Slot
+		} else if err := l.CheckSlotFree(m.fs, slot); err != nil {
+			return err
 		}
 		out, err := l.SlotManifest(data, slot, revisions.NewUID())
 		if err != nil {
@@ -183,6 +185,9 @@ func (m *Monitor) publishRetry(data []byte) error {
 	}
 	lkg, _ := l.LastKnownGood(m.fs)
 	slot := revisions.FreeSlot(slots, lkg)
+	if err := l.CheckSlotFree(m.fs, slot); err != nil {
+		return err
+	}
 	out, err := l.SlotManifest(data, slot, revisions.NewUID())
 	if err != nil {
 		// Published as it is: the kubelet cannot run it either, and this
@@ -236,9 +241,9 @@ func (m *Monitor) mirrorPod(ctx context.Context) (*corev1.Pod, error) {
 	return m.opts.Pods.MirrorPod(ctx)
 }
 
-// Recreating a mirror pod whose manifest was annotated in place: how long
-// to try, and how long to give the kubelet after a deletion before deleting
-// a stale mirror pod again.
+// Bringing the fallback annotations onto the mirror pod of a manifest
+// annotated in place: how long to try, and how long to give the API server
+// and the kubelet after an attempt before the next one.
 const (
 	mirrorRefreshTimeout = 30 * time.Second
 	mirrorRefreshRetry   = 3 * time.Second
@@ -252,11 +257,9 @@ type mirrorRefresh struct {
 
 // refreshMirror makes the mirror pod of a manifest annotated in place carry
 // its fallback annotations: the kubelet updates the running static pod but
-// keeps the mirror pod as it was created, so the stale mirror pod is
-// deleted for the kubelet to create it again from the manifest. A deletion
-// that reaches the kubelet before the manifest's change gives a stale pod
-// again, which is deleted again. It gives up after mirrorRefreshTimeout;
-// the annotations on disk stand either way.
+// keeps the mirror pod as it was created (MirrorPods.Annotate). It gives up
+// after mirrorRefreshTimeout; the annotations on disk stand either way, and
+// the kubelet mirrors them whenever it creates the mirror pod again.
 func (m *Monitor) refreshMirror(ctx context.Context) {
 	r := m.refresh
 	m.refresh = nil
@@ -265,18 +268,18 @@ func (m *Monitor) refreshMirror(ctx context.Context) {
 	}
 	clk := m.opts.Clock
 	deadline := clk.Now().Add(mirrorRefreshTimeout)
-	var deleted time.Time
+	var tried time.Time
 	for {
 		pod, err := m.opts.Mirrors.MirrorPodOf(ctx, r.pod)
 		switch {
 		case err == nil && sameFallback(pod.Annotations, r.annotations):
 			m.log.Info("the serving mirror pod shows the fallback", "pod", pod.Name)
 			return
-		case err == nil && (deleted.IsZero() || !clk.Now().Before(deleted.Add(mirrorRefreshRetry))):
-			if err := m.opts.Mirrors.Recreate(ctx, r.pod, types.UID(pod.UID)); err != nil {
-				m.log.Warn("recreating the serving mirror pod failed", "err", err)
+		case err == nil && (tried.IsZero() || !clk.Now().Before(tried.Add(mirrorRefreshRetry))):
+			if err := m.opts.Mirrors.Annotate(ctx, r.pod, types.UID(pod.UID), r.annotations); err != nil {
+				m.log.Warn("annotating the serving mirror pod failed", "err", err)
 			}
-			deleted = clk.Now()
+			tried = clk.Now()
 		}
 		if !clk.Now().Before(deadline) {
 			m.log.Warn("the serving mirror pod does not show the fallback yet; its manifest does", "pod", r.pod)
@@ -285,7 +288,7 @@ func (m *Monitor) refreshMirror(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-clk.After(500 * time.Millisecond):
+		case <-clk.After(200 * time.Millisecond):
 		}
 	}
 }

@@ -50,9 +50,10 @@ const (
 	// the replace mode's manifest, which a node upgraded to slots finds in
 	// slot a.
 	SlotA Slot = "a"
-	// SlotB is the pod <t>.b in <manifests-dir>/<t>.b-pod.yaml. The dot
-	// cannot appear in a target name, so no other target's pod or manifest
-	// can have these names.
+	// SlotB is the pod <t>-b in <manifests-dir>/<t>-b-pod.yaml. A target
+	// named <t>-b would have the same names in slot a: two such targets
+	// cannot share a manifests dir, and PublishedSlots refuses a manifest
+	// labelled as another target's.
 	SlotB Slot = "b"
 )
 
@@ -71,17 +72,17 @@ func (s Slot) Other() Slot {
 // value is the slot ("a" or "b").
 const SlotLabel = "revgate.io/slot"
 
-// SlotPodName is the static pod's metadata.name in slot s: <t> or <t>.b.
+// SlotPodName is the static pod's metadata.name in slot s: <t> or <t>-b.
 // The kubelet names its mirror pod <name>-<node>.
 func (l Layout) SlotPodName(s Slot) string {
 	if s == SlotA {
 		return l.Target
 	}
-	return l.Target + "." + string(s)
+	return l.Target + "-" + string(s)
 }
 
 // SlotManifestName is the file name of slot s in the manifests dir:
-// <t>-pod.yaml or <t>.b-pod.yaml.
+// <t>-pod.yaml or <t>-b-pod.yaml.
 func (l Layout) SlotManifestName(s Slot) string { return l.SlotPodName(s) + "-pod.yaml" }
 
 // PublishedSlotManifest is the path of slot s in the manifests dir.
@@ -121,9 +122,20 @@ type PublishedSlot struct {
 	Err error
 }
 
+// AppLabel is the label every manifest of a target carries with the target
+// name (the operand's) or <t>-startup-monitor (the monitor's).
+const AppLabel = "app"
+
+// ErrForeignManifest is returned when a slot's file holds another target's
+// manifest.
+var ErrForeignManifest = errors.New("manifest belongs to another target")
+
 // PublishedSlots reads the operand manifests published in the slots, in
 // slot order; absent slots are left out. A manifest that does not parse is
-// returned with Err set, since only its bytes can say whose it is.
+// returned with Err set, since only its bytes can say whose it is. A
+// manifest labelled as another target's (app=<other target>: target <t>-b's
+// manifest has the name of slot b of target <t>) is not this target's and is
+// left out; CheckSlotFree says so before anything is published there.
 func (l Layout) PublishedSlots(f FS) ([]PublishedSlot, error) {
 	var out []PublishedSlot
 	for _, s := range Slots {
@@ -140,6 +152,9 @@ func (l Layout) PublishedSlots(f FS) ([]PublishedSlot, error) {
 		if err := yaml.Unmarshal(data, &m); err != nil {
 			ps.Err = fmt.Errorf("parse %s: %w", p, err)
 		} else {
+			if app, ok := m.Metadata.Labels[AppLabel]; ok && app != l.Target {
+				continue
+			}
 			ps.UID, ps.Annotations = m.Metadata.UID, m.Metadata.Annotations
 			_, ps.Labeled = m.Metadata.Labels[SlotLabel]
 			ps.Revision, ps.Err = RevisionLabelOf(data, p)
@@ -253,4 +268,27 @@ func (l Layout) ServingRevision(f FS) (int, error) {
 		return 0, fmt.Errorf("%s: %w", l.ManifestsDir, ErrNoManifest)
 	}
 	return s.Revision, s.Err
+}
+
+// CheckSlotFree returns an error wrapping ErrForeignManifest when slot s's
+// file holds another target's manifest, which publishing into the slot
+// would overwrite.
+func (l Layout) CheckSlotFree(f FS, s Slot) error {
+	p := l.PublishedSlotManifest(s)
+	data, err := f.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", p, err)
+	}
+	var m manifestMeta
+	if yaml.Unmarshal(data, &m) != nil {
+		return nil
+	}
+	if app, ok := m.Metadata.Labels[AppLabel]; ok && app != l.Target {
+		return fmt.Errorf("%s is labelled %s=%s, not %s: in slots mode target %q's slot %s has the names of target %q's pod, so the two cannot share the manifests dir %s (use --publish=replace or another --target): %w",
+			p, AppLabel, app, l.Target, l.Target, s, app, l.ManifestsDir, ErrForeignManifest)
+	}
+	return nil
 }

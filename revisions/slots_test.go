@@ -20,7 +20,7 @@ func TestSlotNames(t *testing.T) {
 		pod, file string
 	}{
 		{revisions.SlotA, "gw", "/m/gw-pod.yaml"},
-		{revisions.SlotB, "gw.b", "/m/gw.b-pod.yaml"},
+		{revisions.SlotB, "gw-b", "/m/gw-b-pod.yaml"},
 	} {
 		t.Run(string(tt.slot), func(t *testing.T) {
 			if got := l.SlotPodName(tt.slot); got != tt.pod {
@@ -95,7 +95,7 @@ func TestSlotManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	meta := want["metadata"].(map[string]any)
-	meta["name"] = "gw.b"
+	meta["name"] = "gw-b"
 	meta["uid"] = "0b9f5c32-5d1e-4c1a-9a43-3f2f7f1f8e10"
 	meta["labels"].(map[string]any)[revisions.SlotLabel] = "b"
 	gotY, _ := yaml.Marshal(got)
@@ -192,6 +192,23 @@ func TestPublishedSlotsAndServingSlot(t *testing.T) {
 	}
 	if _, err := l.PublishedSlots(bad); !errors.Is(err, os.ErrPermission) {
 		t.Fatalf("unreadable slot: %v", err)
+	}
+
+	// Target gw-b's operand manifest has the names of gw's slot b.
+	other := revisions.Layout{Target: "gw-b", ManifestsDir: l.ManifestsDir}.Defaulted()
+	data := strings.ReplaceAll(operandManifest, "app: gw", "app: gw-b")
+	if err := os.WriteFile(other.PublishedSlotManifest(revisions.SlotA), []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	slots, err = l.PublishedSlots(f)
+	if err != nil || len(slots) != 1 || slots[0].Slot != revisions.SlotA {
+		t.Fatalf("another target's manifest in slot b is read as gw's: %+v %v", slots, err)
+	}
+	if err := l.CheckSlotFree(f, revisions.SlotB); !errors.Is(err, revisions.ErrForeignManifest) || !strings.Contains(err.Error(), "gw-b-pod.yaml") {
+		t.Fatalf("another target's manifest in slot b: %v", err)
+	}
+	if err := l.CheckSlotFree(f, revisions.SlotA); err != nil {
+		t.Fatalf("slot a: %v", err)
 	}
 }
 

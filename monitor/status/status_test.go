@@ -259,7 +259,7 @@ func TestCollectNodesFromAPIServer(t *testing.T) {
 	for _, want := range []string{
 		"node-a  kube-system/revgate-node-a    serving    4         true   True: revision 5 failed with DependencyUnhealthy, serving revision 4",
 		"node-d  kube-system/revgate-node-d    serving    4         true   True: revision 6 failed with NotReady",
-		"node-d  kube-system/revgate.b-node-d  candidate  6         false  False",
+		"node-d  kube-system/revgate-b-node-d  candidate  6         false  False",
 	} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, text.String())
@@ -295,7 +295,7 @@ func TestCollectSlots(t *testing.T) {
 	if p := r.Published; p == nil || p.Revision != 2 || p.Slot != "a" || p.Pod != "revgate" || p.Fallback == nil || p.Fallback.ForRevision != 3 {
 		t.Fatalf("published %+v", p)
 	}
-	if c := r.Candidate; c == nil || c.Revision != 3 || c.Slot != "b" || c.Pod != "revgate.b" || c.Fallback != nil {
+	if c := r.Candidate; c == nil || c.Revision != 3 || c.Slot != "b" || c.Pod != "revgate-b" || c.Fallback != nil {
 		t.Fatalf("candidate %+v", c)
 	}
 	if len(r.Problems) != 0 {
