@@ -124,7 +124,11 @@ func TestNode(t *testing.T) {
 		if fb.annotations[revisions.AnnotationNextRetry] == "" {
 			t.Errorf("fallback for a retried reason lacks %s", revisions.AnnotationNextRetry)
 		}
-		first := n.checkFailed(t, rev, revisions.ReasonNotReady).Attempts
+		n.checkFailed(t, rev, revisions.ReasonNotReady)
+		first, err := strconv.Atoi(fb.annotations[revisions.AnnotationFallbackAttempt])
+		if err != nil {
+			t.Fatalf("fallback annotation %s: %v", revisions.AnnotationFallbackAttempt, err)
+		}
 
 		waitFor(t, waitLong, fmt.Sprintf("the retry to publish revision %d again", rev), func() (bool, string) {
 			pub := n.newest()
