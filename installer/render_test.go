@@ -76,6 +76,9 @@ func TestRenderGolden(t *testing.T) {
 			operand: "default", monitor: "slots-default", slot: "slots-default-revgate-b-pod.yaml"},
 		{name: "custom/slots", layout: customLayout, opts: withPublish(customOpts, revisions.PublishSlots),
 			operand: "custom", monitor: "slots-custom", slot: "slots-custom-edge-b-pod.yaml"},
+		// Live endpoints: the file's folder is mounted, not the file.
+		{name: "live/replace", layout: defaultLayout, opts: withPublish(installer.RenderOptions{Binary: "/usr/bin/revgate",
+			EndpointsFile: defaultLayout.EndpointsFile()}, revisions.PublishReplace), operand: "live", monitor: "live"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, p := range []struct {

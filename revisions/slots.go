@@ -1,14 +1,13 @@
 package revisions
 
 import (
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
 	"path/filepath"
 	"sort"
-	"strings"
 
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"sigs.k8s.io/yaml"
 )
 
@@ -244,14 +243,7 @@ func (l Layout) SlotManifest(data []byte, s Slot, uid string) ([]byte, error) {
 // metadata.uid. Every publish into a slot takes a new one: the kubelet
 // treats a new uid as a new pod, and a changed manifest with the same uid
 // as an update of the running pod.
-func NewUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := fmt.Sprintf("%x", b[:])
-	return strings.Join([]string{h[0:8], h[8:12], h[12:16], h[16:20], h[20:32]}, "-")
-}
+func NewUID() string { return string(uuid.NewUUID()) }
 
 // ServingRevision returns the revision of the serving operand manifest (see
 // ServingSlot), in either publish mode: in replace mode that is the one

@@ -84,11 +84,6 @@ func (s *store) add(o *object, problems *[]model.Problem) {
 	s.objects = append(s.objects, o)
 }
 
-// get returns the object of the given kind, or nil.
-func (s *store) get(group, kind, namespace, name string) *object {
-	return s.byRef[model.ObjectRef{Group: group, Kind: kind, Namespace: namespace, Name: name}]
-}
-
 // fileSystem is the seam the loader reads through; tests swap functions to
 // inject faults.
 type fileSystem struct {
@@ -185,7 +180,9 @@ func (f fileSystem) subdirs(dir string) ([]string, error) {
 	return out, nil
 }
 
-// loadSecretDir turns secrets/<name>/ into a kubernetes.io/tls Secret.
+// loadSecretDir turns secrets/<name>/ into a Secret without a type: a
+// revision carries only the keys. Translation judges it as TLS when it holds
+// tls.crt or tls.key (isTLSSecret).
 func (f fileSystem) loadSecretDir(st *store, dir, name, namespace string, problems *[]model.Problem) {
 	entries, err := f.readDir(dir)
 	if err != nil {
@@ -195,7 +192,6 @@ func (f fileSystem) loadSecretDir(st *store, dir, name, namespace string, proble
 	sec := &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: kindSecret},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
-		Type:       corev1.SecretTypeTLS,
 		Data:       map[string][]byte{},
 	}
 	for _, e := range entries {
