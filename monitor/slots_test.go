@@ -280,8 +280,9 @@ func TestSlotsInterruptedFallbackIsCompleted(t *testing.T) {
 	}
 }
 
-// fakeMirrors is a node's mirror pods as the kubelet keeps them: created
-// from the manifest, recreated from it after a deletion, never updated.
+// fakeMirrors is a node's mirror pods as the kubelet and the API server
+// keep them: created from the manifest, never updated by the kubelet,
+// patched by Annotate.
 type fakeMirrors struct {
 	e         *env
 	mu        sync.Mutex
