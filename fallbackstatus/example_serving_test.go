@@ -26,5 +26,5 @@ func ExampleForNode() {
 	f, _ := fallbackstatus.ForNode(objs)
 	fmt.Println(serving.Name, f.Summary())
 	// Output:
-	// revgate-node1 revision 5 failed with NotReady, serving the previous revision; not retried
+	// revgate-node1 revision 5 failed with NotReady, serving the previous revision
 }
