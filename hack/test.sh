@@ -26,7 +26,7 @@ node_log=$(mktemp /tmp/revgate-e2e-node.XXXXXX.log)
 rc=0
 REVGATE_E2E_NODE=1 go test -count=1 -v -timeout 20m ./test/e2e-node/ >"$node_log" 2>&1 || rc=$?
 # The verdicts and the measured times; the whole log on failure.
-grep -E '^\s*(--- |PASS|FAIL|ok )|serving again|bring-up' "$node_log" || true
+grep -E '^\s*(--- |PASS|FAIL|ok )|serving again|bring-up|load: [^:]*: [0-9]|^\s*\| ' "$node_log" || true
 if [ "$rc" -ne 0 ]; then
   echo "test/e2e-node failed; its log:"; tail -n 300 "$node_log"; exit "$rc"
 fi

@@ -70,11 +70,24 @@ type Installer struct {
 	Now func() time.Time
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// PodEvents, when set, records the install Event on the mirror pod of
+	// the static pod that runs the revision (in slots mode its name depends
+	// on the slot) and Events is not used.
+	PodEvents PodEventSink
+	// NewUID gives the metadata.uid of a manifest published into a slot;
+	// default revisions.NewUID.
+	NewUID func() string
 	// AfterStep, when set, is called after each step with its name; the crash
 	// test uses it to widen the window in which a kill lands.
 	AfterStep func(step string)
 
 	log *slog.Logger
+}
+
+// PodEventSink records a Kubernetes Event on the mirror pod of the node's
+// static pod named staticPod (the monitor's NodeMirrorPods satisfies it).
+type PodEventSink interface {
+	EmitFor(ctx context.Context, staticPod, eventType, reason, message string) error
 }
 
 // Result says what an install did.
@@ -83,6 +96,10 @@ type Result struct {
 	Dir       string
 	Warnings  []string
 	Published bool
+	// Slot is the slot the revision was published into (slots mode only).
+	Slot revisions.Slot
+	// PodName is the metadata.name of the static pod that runs the revision.
+	PodName string
 }
 
 func (in *Installer) defaults() {
@@ -98,6 +115,9 @@ func (in *Installer) defaults() {
 	}
 	if in.Now == nil {
 		in.Now = time.Now
+	}
+	if in.NewUID == nil {
+		in.NewUID = revisions.NewUID
 	}
 	if in.Logger == nil {
 		in.Logger = slog.Default()
@@ -121,6 +141,12 @@ func (in *Installer) Run(ctx context.Context) (*Result, error) {
 	}
 	if in.Source == nil {
 		return nil, errors.New("no configuration source")
+	}
+	if in.Render.Publish == "" {
+		in.Render.Publish = revisions.DefaultPublishMode
+	}
+	if _, err := revisions.ParsePublishMode(string(in.Render.Publish)); err != nil {
+		return nil, err
 	}
 	if in.Render.Binary == "" {
 		return nil, errors.New("no revgate binary for the rendered pods")
@@ -148,12 +174,21 @@ func (in *Installer) Run(ctx context.Context) (*Result, error) {
 	res.Warnings = warnings
 	// The Event is recorded after the lock is released: the API server may be
 	// slow, and the monitor waits for the lock.
-	if in.Events != nil {
+	if in.Events != nil || in.PodEvents != nil {
 		msg := fmt.Sprintf("revision %d installed in %s", res.Revision, res.Dir)
 		if res.Published {
 			msg = fmt.Sprintf("revision %d installed in %s and published", res.Revision, res.Dir)
 		}
-		if err := in.Events.Emit(ctx, "Normal", EventRevisionInstalled, msg); err != nil {
+		if res.Slot != "" {
+			msg += fmt.Sprintf(" in slot %s, beside the serving revision", res.Slot)
+		}
+		var err error
+		if in.PodEvents != nil {
+			err = in.PodEvents.EmitFor(ctx, res.PodName, "Normal", EventRevisionInstalled, msg)
+		} else {
+			err = in.Events.Emit(ctx, "Normal", EventRevisionInstalled, msg)
+		}
+		if err != nil {
 			in.log.Warn("recording the install event failed", "revision", res.Revision, "err", err)
 		}
 	}
@@ -291,19 +326,54 @@ func (in *Installer) install(cfg *Config) (*Result, error) {
 	}
 	in.step("state-written")
 
-	res := &Result{Revision: rev, Dir: dir}
+	res := &Result{Revision: rev, Dir: dir, PodName: l.Target}
 	if in.NoPublish {
 		log.Info("revision not published (--no-publish)")
 		return res, nil
+	}
+	// Where the operand manifest goes is decided before anything is
+	// published, so that a slot that cannot be read publishes nothing.
+	podPath, podData := l.PublishedPodManifest(), pod
+	if in.Render.Publish != revisions.PublishReplace {
+		slot, data, err := in.slotFor(pod)
+		if err != nil {
+			return nil, fmt.Errorf("publish revision %d: %w", rev, err)
+		}
+		podPath, podData = l.PublishedSlotManifest(slot), data
+		res.Slot, res.PodName = slot, l.SlotPodName(slot)
 	}
 	if err := f.Publish(l.PublishedMonitorManifest(), monitor); err != nil {
 		return nil, fmt.Errorf("publish monitor manifest of revision %d: %w", rev, err)
 	}
 	in.step("monitor-published")
-	if err := f.Publish(l.PublishedPodManifest(), pod); err != nil {
+	if err := f.Publish(podPath, podData); err != nil {
 		return nil, fmt.Errorf("publish operand manifest of revision %d: %w", rev, err)
 	}
 	res.Published = true
-	log.Info("revision published", "manifests-dir", l.ManifestsDir)
+	log.Info("revision published", "manifests-dir", l.ManifestsDir, "file", filepath.Base(podPath))
 	return res, nil
+}
+
+// slotFor renders the operand manifest pod for the slot a new revision is
+// published into: the one the serving revision does not hold. A candidate
+// not yet judged there is replaced; the serving pod is never touched.
+func (in *Installer) slotFor(pod []byte) (revisions.Slot, []byte, error) {
+	l, f := in.Layout, in.FS
+	slots, err := l.PublishedSlots(f)
+	if err != nil {
+		return "", nil, err
+	}
+	lkg, err := l.LastKnownGood(f)
+	if err != nil && !errors.Is(err, revisions.ErrNoLastKnownGood) {
+		in.log.Warn("last-known-good link unusable; the lowest published revision keeps serving", "err", err)
+	}
+	slot := revisions.FreeSlot(slots, lkg)
+	if err := l.CheckSlotFree(f, slot); err != nil {
+		return "", nil, err
+	}
+	data, err := l.SlotManifest(pod, slot, in.NewUID())
+	if err != nil {
+		return "", nil, err
+	}
+	return slot, data, nil
 }

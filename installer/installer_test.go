@@ -335,10 +335,22 @@ func TestPublishOrderAndNoPublish(t *testing.T) {
 }
 
 // TestInstallFaultAtEveryStep fails each file-system operation of an install
-// in turn, once and as a crash, and checks after each that the disk holds the
-// old state or the complete new revision, and that a later install succeeds.
+// in turn, once and as a crash, in both publish modes, and checks after each
+// that the disk holds the old state or the complete new revision, and that a
+// later install succeeds.
 func TestInstallFaultAtEveryStep(t *testing.T) {
+	for _, publish := range []revisions.PublishMode{revisions.PublishSlots, revisions.PublishReplace} {
+		t.Run(string(publish), func(t *testing.T) { testInstallFaultAtEveryStep(t, publish) })
+	}
+}
+
+func testInstallFaultAtEveryStep(t *testing.T, publish revisions.PublishMode) {
 	src := &installer.LocalSource{Dir: sourceDir(t, exampleSource)}
+	newInstaller := func(l revisions.Layout, src installer.Source) *installer.Installer {
+		in := newInstaller(l, src)
+		in.Render.Publish = publish
+		return in
+	}
 	setup := func(t *testing.T) revisions.Layout {
 		l := installertest.TempLayout(t)
 		if _, err := newInstaller(l, src).Run(context.Background()); err != nil {

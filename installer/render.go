@@ -74,6 +74,11 @@ type RenderOptions struct {
 	// monitor uses to check the mirror pod and record Events; it is mounted
 	// read-only into the monitor pod at the same path.
 	MonitorKubeconfig string
+	// Publish is how the revision is published; default
+	// revisions.DefaultPublishMode (slots). The operand manifest is the same
+	// in both modes; in slots mode the monitor is told so with --publish,
+	// and in replace mode its command is the one it always was.
+	Publish revisions.PublishMode
 	// EndpointsFile, when set, is the live endpoints file the proxy follows
 	// (--endpoints-file; by default a writer uses Layout.EndpointsFile()).
 	// Its folder is mounted read-only into the operand pod, created when
@@ -90,8 +95,14 @@ func (o RenderOptions) defaulted() RenderOptions {
 	if o.ImagePullPolicy == "" {
 		o.ImagePullPolicy = DefaultImagePullPolicy
 	}
+	if o.Publish == "" {
+		o.Publish = revisions.DefaultPublishMode
+	}
 	return o
 }
+
+// PublishFlag is the monitor's flag naming the publish mode.
+const PublishFlag = "publish"
 
 // MonitorPodSuffix is appended to the target for the monitor pod's name.
 const MonitorPodSuffix = "-startup-monitor"
@@ -223,6 +234,9 @@ func MonitorPod(l revisions.Layout, rev int, o RenderOptions, installedAt time.T
 	if o.MonitorKubeconfig != "" {
 		m.add("kubeconfig", o.MonitorKubeconfig, true, corev1.HostPathFile)
 		cmd = append(cmd, "--kubeconfig="+o.MonitorKubeconfig)
+	}
+	if o.Publish != revisions.PublishReplace {
+		cmd = append(cmd, "--"+PublishFlag+"="+string(o.Publish))
 	}
 	cmd = append(cmd, o.MonitorArgs...)
 	pod.Spec.RestartPolicy = corev1.RestartPolicyOnFailure

@@ -36,47 +36,64 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 }
 
+// TestRenderGolden renders both pods of revision 7 and compares them with
+// the golden files. The replace publish mode keeps the manifests as they
+// always were, byte for byte (default-* and custom-*); the slots mode
+// renders the same operand manifest into the revision and tells the monitor
+// its mode (slots-*-startup-monitor.yaml), and the operand manifest it
+// publishes into slot b carries the slot's name, label and uid
+// (slots-*.b-pod.yaml).
 func TestRenderGolden(t *testing.T) {
+	defaultLayout := revisions.Layout{}.Defaulted()
+	customLayout := revisions.Layout{
+		Target: "edge", ResourceDir: "/srv/edge/resources", ManifestsDir: "/srv/edge/manifests",
+		LockFile: "/srv/edge/run/edge.lock", TerminationLog: "/srv/edge/run/termination.log",
+	}.Defaulted()
+	customOpts := installer.RenderOptions{
+		Binary: "/opt/revgate/bin/revgate", Image: "registry.local/revgate:v1", ImagePullPolicy: corev1.PullNever,
+		ProxyArgs: []string{"--admin-addr=:9911", "--fallback=backfill"}, MonitorArgs: []string{"--fallback-timeout=30s"},
+		MonitorKubeconfig: "/etc/kubernetes/kubeconfigs/node.kubeconfig",
+	}
+	withPublish := func(o installer.RenderOptions, p revisions.PublishMode) installer.RenderOptions {
+		o.Publish = p
+		return o
+	}
 	for _, tt := range []struct {
 		name   string
 		layout revisions.Layout
 		opts   installer.RenderOptions
+		// operand and monitor prefix the golden files of the two pods.
+		operand, monitor string
+		// slot, when set, is the golden file of the operand published into slot b.
+		slot string
 	}{
-		{
-			name:   "default",
-			layout: revisions.Layout{}.Defaulted(),
-			opts:   installer.RenderOptions{Binary: "/usr/bin/revgate"},
-		},
-		{
-			// Lock and log in one folder: mounted once.
-			name: "custom",
-			layout: revisions.Layout{
-				Target: "edge", ResourceDir: "/srv/edge/resources", ManifestsDir: "/srv/edge/manifests",
-				LockFile: "/srv/edge/run/edge.lock", TerminationLog: "/srv/edge/run/termination.log",
-			}.Defaulted(),
-			opts: installer.RenderOptions{
-				Binary: "/opt/revgate/bin/revgate", Image: "registry.local/revgate:v1", ImagePullPolicy: corev1.PullNever,
-				ProxyArgs: []string{"--admin-addr=:9911", "--fallback=backfill"}, MonitorArgs: []string{"--fallback-timeout=30s"},
-				MonitorKubeconfig: "/etc/kubernetes/kubeconfigs/node.kubeconfig",
-			},
-		},
-		{
-			// Live endpoints: the file's folder is mounted, not the file.
-			name:   "live",
-			layout: revisions.Layout{}.Defaulted(),
-			opts:   installer.RenderOptions{Binary: "/usr/bin/revgate", EndpointsFile: revisions.Layout{}.Defaulted().EndpointsFile()},
-		},
+		{name: "default/replace", layout: defaultLayout, opts: withPublish(installer.RenderOptions{Binary: "/usr/bin/revgate"}, revisions.PublishReplace),
+			operand: "default", monitor: "default"},
+		// Lock and log in one folder: mounted once.
+		{name: "custom/replace", layout: customLayout, opts: withPublish(customOpts, revisions.PublishReplace),
+			operand: "custom", monitor: "custom"},
+		{name: "default/slots", layout: defaultLayout, opts: installer.RenderOptions{Binary: "/usr/bin/revgate"},
+			operand: "default", monitor: "slots-default", slot: "slots-default-revgate-b-pod.yaml"},
+		{name: "custom/slots", layout: customLayout, opts: withPublish(customOpts, revisions.PublishSlots),
+			operand: "custom", monitor: "slots-custom", slot: "slots-custom-edge-b-pod.yaml"},
+		// Live endpoints: the file's folder is mounted, not the file.
+		{name: "live/replace", layout: defaultLayout, opts: withPublish(installer.RenderOptions{Binary: "/usr/bin/revgate",
+			EndpointsFile: defaultLayout.EndpointsFile()}, revisions.PublishReplace), operand: "live", monitor: "live"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			for _, pod := range []*corev1.Pod{
-				installer.OperandPod(tt.layout, 7, tt.opts, installedAt),
-				installer.MonitorPod(tt.layout, 7, tt.opts, installedAt),
+			for _, p := range []struct {
+				pod    *corev1.Pod
+				prefix string
+			}{
+				{installer.OperandPod(tt.layout, 7, tt.opts, installedAt), tt.operand},
+				{installer.MonitorPod(tt.layout, 7, tt.opts, installedAt), tt.monitor},
 			} {
+				pod := p.pod
 				data, err := installer.Marshal(pod)
 				if err != nil {
 					t.Fatal(err)
 				}
-				golden(t, tt.name+"-"+pod.Name+".yaml", data)
+				golden(t, p.prefix+"-"+pod.Name+".yaml", data)
 				// The manifest is a valid Pod that the revision label reads back from.
 				var back corev1.Pod
 				if err := yaml.UnmarshalStrict(data, &back); err != nil {
@@ -91,6 +108,20 @@ func TestRenderGolden(t *testing.T) {
 						t.Fatalf("mount path %s twice", m.MountPath)
 					}
 					seen[m.MountPath] = true
+				}
+				if tt.slot == "" || pod.Name != tt.layout.Target {
+					continue
+				}
+				slotted, err := tt.layout.SlotManifest(data, revisions.SlotB, "3f1c2b4e-8d7a-4e2b-9c1d-5a6b7c8d9e0f")
+				if err != nil {
+					t.Fatal(err)
+				}
+				golden(t, tt.slot, slotted)
+				if err := yaml.UnmarshalStrict(slotted, &back); err != nil {
+					t.Fatalf("slot manifest does not parse back as a Pod: %v", err)
+				}
+				if back.Name != tt.layout.SlotPodName(revisions.SlotB) || back.UID == "" || back.Labels[revisions.SlotLabel] != "b" {
+					t.Fatalf("slot manifest metadata %+v", back.ObjectMeta)
 				}
 			}
 		})

@@ -154,7 +154,7 @@ func (m *Monitor) readyzCheck() Check {
 // this revision's label and is Ready.
 func (m *Monitor) mirrorPodCheck() Check {
 	return func(ctx context.Context) (bool, string, string, error) {
-		pod, err := m.opts.Pods.MirrorPod(ctx)
+		pod, err := m.mirrorPod(ctx)
 		if err != nil {
 			return false, revisions.ReasonNotReady, fmt.Sprintf("mirror pod: %v", err), nil
 		}

@@ -9,7 +9,6 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/uuid"
 	"sigs.k8s.io/yaml"
 
 	"github.com/revgate/revgate/fallbackstatus"
@@ -64,11 +63,8 @@ func (m *Monitor) publishFallback(ctx context.Context, decided bool) error {
 		}
 		return nil
 	}
-	if !decided {
-		pub, err := m.opts.Layout.PublishedRevision(m.fs)
-		if err == nil && pub != n {
-			return nil // in place, or replaced by someone else: not ours to touch
-		}
+	if !decided && m.fallbackInPlace() {
+		return nil // in place, or replaced by someone else: not ours to touch
 	}
 	src, err := m.fs.ReadFile(m.opts.Layout.RevisionPodManifest(rec.To))
 	if err != nil {
@@ -79,6 +75,9 @@ func (m *Monitor) publishFallback(ctx context.Context, decided bool) error {
 	data, err := annotateManifest(src, fb)
 	if err != nil {
 		return fmt.Errorf("annotate operand manifest of revision %d: %w", rec.To, err)
+	}
+	if m.slots() {
+		return m.publishSlotFallback(ctx, rec, fb, data)
 	}
 	if err := m.fs.Publish(m.opts.Layout.PublishedPodManifest(), data); err != nil {
 		return fmt.Errorf("publish fallback revision %d: %w", rec.To, err)
@@ -119,7 +118,7 @@ func annotateManifest(src []byte, fb *fallbackstatus.Fallback) ([]byte, error) {
 // uid (a hash of the file when it has none), and the manifest put back is
 // often the very file it ran before: under the old uid, the kubelet does not
 // stop the failed pod and start this one as it stops and starts two pods.
-func freshUID() types.UID { return uuid.NewUUID() }
+func freshUID() types.UID { return types.UID(revisions.NewUID()) }
 
 // RetryDelay is the wait before rolling a failed revision out again after
 // its attempt-th rollout failed: initial, doubling with each attempt, capped

@@ -91,6 +91,15 @@ type Options struct {
 	Pods PodSource
 	// Events, when set, receives Kubernetes Events.
 	Events EventSink
+	// Publish is how the installer published the revision; default
+	// revisions.PublishReplace, the mode of a monitor manifest that does
+	// not say.
+	Publish revisions.PublishMode
+	// Mirrors, when set, adds the mirror-pod check and receives Events in
+	// slots mode, where the operand's mirror pod depends on its slot; it
+	// also recreates the serving mirror pod after a fallback annotated its
+	// manifest in place. Pods and Events are not used then.
+	Mirrors MirrorPods
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -114,6 +123,12 @@ type Monitor struct {
 	lastReason   string
 	lastMessage  string
 	events       []pendingEvent
+	// eventPod is the static pod whose mirror pod Events go on in slots
+	// mode: the one running this revision, or after a fallback the one
+	// serving instead.
+	eventPod string
+	// refresh is a mirror pod to recreate once the lock is released.
+	refresh *mirrorRefresh
 }
 
 type phase int
@@ -169,6 +184,12 @@ func New(opts Options) (*Monitor, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.Publish == "" {
+		opts.Publish = revisions.PublishReplace
+	}
+	if _, err := revisions.ParsePublishMode(string(opts.Publish)); err != nil {
+		return nil, err
 	}
 	fs := revisions.OS()
 	if opts.FS != nil {
@@ -291,11 +312,17 @@ type observation struct {
 	rev       int
 	highest   int // highest revision folder
 	published int // revision of the published operand manifest, 0 when none or unreadable
+	// ownPath is the published operand manifest of this revision; empty
+	// when this revision is not published.
+	ownPath string
 }
 
 func (o observation) superseded() bool { return o.highest > o.rev || o.published > o.rev }
 
 func (m *Monitor) observe() (observation, error) {
+	if m.slots() {
+		return m.observeSlots()
+	}
 	l := m.opts.Layout
 	lst, err := l.List(m.fs)
 	if err != nil {
@@ -317,6 +344,9 @@ func (m *Monitor) observe() (observation, error) {
 		} else {
 			m.log.Debug("published operand manifest unreadable", "err", err)
 		}
+	}
+	if o.published == o.rev {
+		o.ownPath = l.PublishedPodManifest()
 	}
 	return o, nil
 }
@@ -349,7 +379,12 @@ func (m *Monitor) resume(ctx context.Context) (bool, error) {
 		lkg, err := m.opts.Layout.LastKnownGood(m.fs)
 		if err == nil && lkg == m.opts.Revision {
 			m.log.Info("revision already recorded good; removing the monitor manifest")
-			err := m.withLock(ctx, m.removeOwnManifest)
+			err := m.withLock(ctx, func() error {
+				if err := m.removeOtherSlots(); err != nil {
+					return err
+				}
+				return m.removeOwnManifest()
+			})
 			return err == nil, err
 		}
 	case rs.Outcome == revisions.OutcomeFailed && rs.NextRetry != nil:
@@ -397,7 +432,7 @@ func (m *Monitor) stepWatching(ctx context.Context, obs observation) (bool, erro
 		return false, nil
 	}
 	if m.seenAt.IsZero() {
-		fi, err := m.fs.Stat(m.opts.Layout.PublishedPodManifest())
+		fi, err := m.fs.Stat(obs.ownPath)
 		if err != nil {
 			return false, fmt.Errorf("stat published operand manifest: %w", err)
 		}
@@ -406,7 +441,7 @@ func (m *Monitor) stepWatching(ctx context.Context, obs observation) (bool, erro
 	}
 	final := !now.Before(m.seenAt.Add(m.opts.FallbackTimeout))
 	checks := []Check{m.terminationCheck(m.rolloutStart, final), m.healthzCheck(), m.readyzCheck()}
-	if m.opts.Pods != nil {
+	if m.hasMirrorPods() {
 		checks = append(checks, m.mirrorPodCheck())
 	}
 	ok, reason, message, err := runChecks(ctx, checks...)
@@ -476,6 +511,7 @@ func (m *Monitor) withLock(ctx context.Context, fn func() error) error {
 		m.log.Warn("release lock", "err", uerr)
 	}
 	m.flushEvents(ctx)
+	m.refreshMirror(ctx)
 	return err
 }
 
@@ -503,6 +539,9 @@ func (m *Monitor) good(ctx context.Context) (bool, error) {
 		}
 		m.log.Info("revision is good; last-known-good now points at it")
 		m.event(ctx, corev1.EventTypeNormal, EventRevisionGood, fmt.Sprintf("revision %d started, is healthy and ready; it is the last-known-good revision now", n))
+		if err := m.removeOtherSlots(); err != nil {
+			return err
+		}
 		return m.removeOwnManifest()
 	})
 	if err != nil || !ran {
@@ -627,7 +666,7 @@ func (m *Monitor) startRetry(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("read operand manifest of revision %d: %w", n, err)
 		}
-		if err := m.fs.Publish(m.opts.Layout.PublishedPodManifest(), data); err != nil {
+		if err := m.publishRetry(data); err != nil {
 			return fmt.Errorf("publish revision %d again: %w", n, err)
 		}
 		err = revisions.UpdateState(m.fs, m.opts.Layout.StateFile(), func(s *revisions.State) error {
@@ -673,21 +712,29 @@ func (m *Monitor) removeOwnManifest() error {
 	return nil
 }
 
-type pendingEvent struct{ typ, reason, message string }
+// pendingEvent is an Event to send; pod is the static pod whose mirror pod
+// it goes on in slots mode.
+type pendingEvent struct{ pod, typ, reason, message string }
 
 // event queues a Kubernetes Event; withLock sends it.
 func (m *Monitor) event(_ context.Context, typ, reason, message string) {
-	if m.opts.Events == nil {
+	if m.opts.Events == nil && m.opts.Mirrors == nil {
 		return
 	}
-	m.events = append(m.events, pendingEvent{typ, reason, message})
+	m.events = append(m.events, pendingEvent{m.eventPod, typ, reason, message})
 }
 
 func (m *Monitor) flushEvents(ctx context.Context) {
 	evs := m.events
 	m.events = nil
 	for _, ev := range evs {
-		if err := m.opts.Events.Emit(ctx, ev.typ, ev.reason, ev.message); err != nil {
+		var err error
+		if m.opts.Mirrors != nil && m.slots() {
+			err = m.opts.Mirrors.EmitFor(ctx, ev.pod, ev.typ, ev.reason, ev.message)
+		} else if m.opts.Events != nil {
+			err = m.opts.Events.Emit(ctx, ev.typ, ev.reason, ev.message)
+		}
+		if err != nil {
 			m.log.Warn("emit event", "event_reason", ev.reason, "err", err)
 		}
 	}

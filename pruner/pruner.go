@@ -1,7 +1,7 @@
 // Package pruner removes old revisions of a target, keeping the newest ones
 // and never the protected ones: the last-known-good revision, the revisions
-// of the published operand and monitor manifests, and any revision awaiting
-// a retry.
+// of the published operand manifests (in either slot) and monitor manifest,
+// and any revision awaiting a retry.
 package pruner
 
 import (
@@ -151,18 +151,27 @@ func (p *Pruner) protected(listing revisions.Listing) (map[int]string, error) {
 	} else if !errors.Is(err, revisions.ErrNoLastKnownGood) {
 		return nil, fmt.Errorf("cannot tell the last-known-good revision, pruning nothing: %w", err)
 	}
-	for _, m := range []struct{ path, why string }{
-		{l.PublishedPodManifest(), "published operand manifest"},
-		{l.PublishedMonitorManifest(), "published monitor manifest"},
-	} {
-		n, err := revisions.ReadRevisionLabel(f, m.path)
-		if errors.Is(err, revisions.ErrNoManifest) {
-			continue
+	// Both publish modes: the operand manifest of replace mode is slot a's.
+	slots, err := l.PublishedSlots(f)
+	if err != nil {
+		return nil, fmt.Errorf("cannot tell the published revisions, pruning nothing: %w", err)
+	}
+	for _, s := range slots {
+		if s.Err != nil {
+			return nil, fmt.Errorf("cannot tell the revision of the operand manifest published in %s, pruning nothing: %w", s.Path, s.Err)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("cannot tell the revision of the %s, pruning nothing: %w", m.why, err)
+		kept[s.Revision] = "published operand manifest"
+		if s.Labeled {
+			kept[s.Revision] += " (slot " + string(s.Slot) + ")"
 		}
-		kept[n] = m.why
+	}
+	n, err := revisions.ReadRevisionLabel(f, l.PublishedMonitorManifest())
+	switch {
+	case errors.Is(err, revisions.ErrNoManifest):
+	case err != nil:
+		return nil, fmt.Errorf("cannot tell the revision of the published monitor manifest, pruning nothing: %w", err)
+	default:
+		kept[n] = "published monitor manifest"
 	}
 	state, err := revisions.LoadState(f, l.StateFile())
 	if err != nil {

@@ -26,8 +26,17 @@ var (
 
 var files = installertest.Files{"configmaps/config/a.yaml": []byte("a"), "secrets/s/k": []byte("k")}
 
-// scenario installs revisions 1..n and returns the layout.
+// scenario installs revisions 1..n, each over the one operand manifest, and
+// returns the layout.
 func scenario(t *testing.T, n int) revisions.Layout {
+	t.Helper()
+	return scenarioIn(t, n, revisions.PublishReplace)
+}
+
+// scenarioIn installs revisions 1..n with publish mode p. In slots mode no
+// revision is judged, so revision 1 keeps serving in slot a and revision n
+// is published in slot b.
+func scenarioIn(t *testing.T, n int, p revisions.PublishMode) revisions.Layout {
 	t.Helper()
 	root := t.TempDir()
 	l := revisions.Layout{
@@ -40,7 +49,7 @@ func scenario(t *testing.T, n int) revisions.Layout {
 	_ = cfg.AddConfigMapKey("config", "a.yaml", []byte("a"))
 	_ = cfg.AddSecretKey("s", "k", []byte("k"))
 	for range n {
-		in := &installer.Installer{FS: fast, Layout: l, Source: source{cfg}, Render: installer.RenderOptions{Binary: "/bin/revgate"}, Logger: quiet}
+		in := &installer.Installer{FS: fast, Layout: l, Source: source{cfg}, Render: installer.RenderOptions{Binary: "/bin/revgate", Publish: p}, Logger: quiet}
 		if _, err := in.Run(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -242,19 +251,64 @@ func TestPruneWaitsForTheLock(t *testing.T) {
 	}
 }
 
+// TestPruneKeepsWhatASlotServes: in slots mode the revisions of both slots
+// stay, whatever the others.
+func TestPruneKeepsWhatASlotServes(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		lkg  int
+		want []int
+	}{
+		{"serving and candidate", 0, []int{1, 6}},
+		{"and the last-known-good revision", 4, []int{1, 4, 6}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := scenarioIn(t, 6, revisions.PublishSlots)
+			if tt.lkg > 0 {
+				if err := l.SetLastKnownGood(revisions.OS(), tt.lkg); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res, err := (&pruner.Pruner{Layout: l, FS: fast, Keep: 0, Logger: quiet}).Run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := revisionsOf(t, l); !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("left %v, want %v", got, tt.want)
+			}
+			if why := res.Kept[1]; why != "published operand manifest (slot a)" {
+				t.Fatalf("revision 1 kept as %q", why)
+			}
+		})
+	}
+}
+
 // TestPruneFaultAtEveryStep fails each file-system operation of a prune in
-// turn: every revision is whole or gone, the protected ones stay, the
-// last-known-good link resolves, and a second prune finishes the job.
+// turn, in both publish modes: every revision is whole or gone, the
+// protected ones stay, the last-known-good link resolves, and a second
+// prune finishes the job.
 func TestPruneFaultAtEveryStep(t *testing.T) {
+	for _, tt := range []struct {
+		publish revisions.PublishMode
+		want    []int
+	}{
+		{revisions.PublishReplace, []int{2, 3, 5, 6}},
+		// Revision 1 still serves in slot a.
+		{revisions.PublishSlots, []int{1, 2, 3, 5, 6}},
+	} {
+		t.Run(string(tt.publish), func(t *testing.T) { testPruneFaultAtEveryStep(t, tt.publish, tt.want) })
+	}
+}
+
+func testPruneFaultAtEveryStep(t *testing.T, publish revisions.PublishMode, want []int) {
 	setup := func(t *testing.T) revisions.Layout {
-		l := scenario(t, 6)
+		l := scenarioIn(t, 6, publish)
 		if err := l.SetLastKnownGood(revisions.OS(), 2); err != nil {
 			t.Fatal(err)
 		}
 		setRetry(t, l, 3)
 		return l
 	}
-	want := []int{2, 3, 5, 6}
 	l := setup(t)
 	j := fsfault.New(0, fsfault.Once)
 	if _, err := (&pruner.Pruner{Layout: l, FS: j.Wrap(fast), Keep: 2, Logger: quiet}).Run(context.Background()); err != nil {

@@ -79,6 +79,7 @@ func (l Layout) List(f FS) (Listing, error) {
 type manifestMeta struct {
 	Metadata struct {
 		Name        string            `json:"name"`
+		UID         string            `json:"uid"`
 		Labels      map[string]string `json:"labels"`
 		Annotations map[string]string `json:"annotations"`
 	} `json:"metadata"`

@@ -25,8 +25,9 @@ type manifest struct {
 	name string
 	// pod is the parsed pod; nil when err is set.
 	pod *corev1.Pod
-	// fingerprint identifies the parsed pod (metadata and spec): two files
-	// with the same fingerprint run the same processes.
+	// fingerprint identifies the parsed pod (metadata and spec, or with a
+	// metadata.uid the uid and spec): two files with the same fingerprint
+	// run the same processes.
 	fingerprint string
 	// rawHash identifies the file content, to log a bad file once per content.
 	rawHash string
@@ -102,10 +103,17 @@ func parseManifest(name string, data []byte) manifest {
 		m.err = fmt.Errorf("%w: %s: %w", ErrInvalidManifest, name, err)
 		return m
 	}
+	// As the kubelet does: a manifest without metadata.uid is identified by
+	// all of it, so any change starts a new pod; with a uid, a change of
+	// labels or annotations alone updates the pod that runs.
+	var meta any = pod.ObjectMeta
+	if pod.UID != "" {
+		meta = pod.UID
+	}
 	canon, err := json.Marshal(struct {
 		Meta any `json:"metadata"`
 		Spec any `json:"spec"`
-	}{pod.ObjectMeta, pod.Spec})
+	}{meta, pod.Spec})
 	if err != nil {
 		m.err = fmt.Errorf("%w: %s: %w", ErrInvalidManifest, name, err)
 		return m

@@ -271,6 +271,36 @@ func TestRemoveThenWriteIsAnUpdate(t *testing.T) {
 	waitFor(t, "the old process to be gone", func() bool { return !alive(pid) })
 }
 
+// TestAnnotatingAPodWithAUIDKeepsItRunning: as under the kubelet, a
+// manifest with metadata.uid whose annotations change in place keeps its
+// process; a new uid starts a new pod beside the old one.
+func TestAnnotatingAPodWithAUIDKeepsItRunning(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	port := freePort(t)
+	pod := httpReadiness(helperPod(t, "u", map[string]string{"HELPER_ID": "one", "HELPER_PORT": strconv.Itoa(port)}), port)
+	pod.UID = "6a1e0c52-3b8f-4d4e-9b61-2f0f7a5c9d10"
+	writeManifest(t, dir, "u.yaml", pod)
+	r := startSupervisor(t, New(fastOptions(t, dir)))
+	waitFor(t, "u ready", func() bool { return r.currentReady("u.yaml") })
+	pid := r.currentPID("u.yaml")
+
+	pod.Annotations = map[string]string{"startup-monitor.static-pods.openshift.io/fallback-for-revision": "2"}
+	writeManifest(t, dir, "u.yaml", pod)
+	time.Sleep(time.Second) // several relists
+	if st, _ := r.pod("u.yaml"); st.Next != nil || r.currentPID("u.yaml") != pid || !alive(pid) {
+		t.Fatalf("annotating the manifest in place replaced the pod: %+v (pid was %d)", st, pid)
+	}
+
+	pod.UID = "7b2f1d63-3b8f-4d4e-9b61-2f0f7a5c9d10"
+	writeManifest(t, dir, "u.yaml", pod)
+	waitFor(t, "the pod of the new uid to be current", func() bool {
+		p := r.currentPID("u.yaml")
+		return p != 0 && p != pid && r.currentReady("u.yaml")
+	})
+	waitFor(t, "the old process to be gone", func() bool { return !alive(pid) })
+}
+
 // client hits url in a loop with a new connection each time and counts the
 // answers by body and the failures.
 type client struct {

@@ -16,6 +16,10 @@
 //     startup monitor therefore sees "the new revision never started".
 //   - A removed manifest stops its pod only if the file is still absent after
 //     Options.RemoveDelay, so "remove, then write" is an update.
+//   - As under the kubelet, a manifest with metadata.uid is the same pod as
+//     long as its uid and spec are: a change of labels or annotations alone
+//     keeps its processes running (the startup monitor annotates a serving
+//     manifest in place). Without a uid any change is a new pod.
 //   - A container without readinessProbe counts as ready once it has run
 //     for Options.ReadyWithoutProbeAfter (1s); only then does it replace the
 //     old pod.

@@ -82,6 +82,19 @@ func TestParseManifest(t *testing.T) {
 			t.Errorf("an annotation did not change the fingerprint")
 		}
 	})
+
+	t.Run("with a uid, the fingerprint follows the uid and spec only", func(t *testing.T) {
+		withUID := strings.Replace(good, "name: p", "name: p\n  uid: 6a1e0c52-3b8f-4d4e-9b61-2f0f7a5c9d10", 1)
+		a := parseManifest("f.yaml", []byte(withUID))
+		b := parseManifest("f.yaml", []byte(strings.Replace(withUID, "name: p", "name: p\n  annotations: {x: y}\n  labels: {l: v}", 1)))
+		c := parseManifest("f.yaml", []byte(strings.Replace(withUID, "6a1e0c52", "7b2f1d63", 1)))
+		if a.err != nil || a.fingerprint != b.fingerprint {
+			t.Errorf("labels and annotations changed the fingerprint of a pod with a uid (%v)", a.err)
+		}
+		if a.fingerprint == c.fingerprint {
+			t.Errorf("a new uid did not change the fingerprint")
+		}
+	})
 }
 
 func TestExpandVars(t *testing.T) {

@@ -31,8 +31,11 @@ import (
 // two steps; it is not a user-facing setting.
 const stepDelayEnv = "REVGATE_TEST_INSTALL_STEP_DELAY"
 
-// The monitor's mirror-pod Event sink serves the installer too.
-var _ installer.EventSink = (*monitor.MirrorPod)(nil)
+// The monitor's mirror-pod Event sinks serve the installer too.
+var (
+	_ installer.EventSink    = (*monitor.MirrorPod)(nil)
+	_ installer.PodEventSink = (*monitor.NodeMirrorPods)(nil)
+)
 
 // installOptions are the flags of `revgate install`.
 type installOptions struct {
@@ -61,6 +64,7 @@ type installOptions struct {
 	lockTimeout       time.Duration
 	strict            bool
 	noPublish         bool
+	publish           string
 }
 
 func (o *installOptions) addFlags(cmd *cobra.Command) {
@@ -89,6 +93,7 @@ func (o *installOptions) addFlags(cmd *cobra.Command) {
 	fs.DurationVar(&o.lockTimeout, "lock-timeout", revisions.DefaultLockTimeout, "how long to wait for the lock")
 	fs.BoolVar(&o.strict, "strict", false, "refuse the configuration on validation warnings too")
 	fs.BoolVar(&o.noPublish, "no-publish", false, "write the revision but do not publish its manifests")
+	fs.StringVar(&o.publish, "publish", string(revisions.DefaultPublishMode), "how the operand pod is published: slots (a second static pod beside the serving one, which is removed once the new one is good) or replace (over the one manifest <target>-pod.yaml; the kubelet stops the old pod before starting the new one)")
 	addFlagAliases(fs, installFlagAliases)
 }
 
@@ -154,6 +159,9 @@ func (o *installOptions) validate() error {
 	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
 	default:
 		errs = append(errs, fmt.Errorf("invalid --image-pull-policy %q: want Always, IfNotPresent or Never", o.imagePullPolicy))
+	}
+	if _, err := revisions.ParsePublishMode(o.publish); err != nil {
+		errs = append(errs, fmt.Errorf("--publish: %w", err))
 	}
 	if o.lockTimeout < 0 || o.retryTimeout <= 0 {
 		errs = append(errs, errors.New("--lock-timeout and --retry-timeout must be positive"))
@@ -299,6 +307,7 @@ func (o *installOptions) run(ctx context.Context, w io.Writer) error {
 			ProxyArgs:         o.proxyArgs,
 			MonitorArgs:       o.monitorArgs,
 			MonitorKubeconfig: o.monitorKubeconfig,
+			Publish:           revisions.PublishMode(o.publish),
 			EndpointsFile:     o.endpointsFile,
 		},
 		Revision:    o.revision,
@@ -309,7 +318,7 @@ func (o *installOptions) run(ctx context.Context, w io.Writer) error {
 	if client != nil {
 		// Events go on the operand's mirror pod, <pod name>-<node name>, the
 		// object the monitor records its Events on too.
-		in.Events = &monitor.MirrorPod{Client: client, Namespace: installer.PodNamespace, Name: o.layout.Target + "-" + o.nodeName, Node: o.nodeName}
+		in.PodEvents = &monitor.NodeMirrorPods{Client: client, Namespace: installer.PodNamespace, Node: o.nodeName}
 	}
 	if d, err := time.ParseDuration(os.Getenv(stepDelayEnv)); err == nil && d > 0 {
 		in.AfterStep = func(string) { time.Sleep(d) }
@@ -325,7 +334,11 @@ func (o *installOptions) run(ctx context.Context, w io.Writer) error {
 	if !res.Published {
 		state = "written, not published"
 	}
-	fmt.Fprintf(w, "revision %d %s: %s\n", res.Revision, state, res.Dir)
+	where := ""
+	if res.Slot != "" {
+		where = fmt.Sprintf(" (slot %s, pod %s)", res.Slot, res.PodName)
+	}
+	fmt.Fprintf(w, "revision %d %s: %s%s\n", res.Revision, state, res.Dir, where)
 	return nil
 }
 

@@ -33,6 +33,7 @@ type monitorOptions struct {
 	nodeName           string
 	namespace          string
 	lockTimeout        time.Duration
+	publish            string
 }
 
 func init() {
@@ -79,6 +80,7 @@ func (o *monitorOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.nodeName, "node-name", defaultNodeName(), "node name; the mirror pod is <pod name>-<node name> (default $NODE_NAME, else the host name)")
 	fs.StringVar(&o.namespace, "namespace", "kube-system", "namespace of the mirror pod")
 	fs.DurationVar(&o.lockTimeout, "lock-timeout", revisions.DefaultLockTimeout, "longest wait for the lock")
+	fs.StringVar(&o.publish, "publish", string(revisions.PublishReplace), "how the installer published the revision: slots (beside the serving revision) or replace (over the one operand manifest); the installer renders it")
 	addFlagAliases(fs, monitorFlagAliases)
 }
 
@@ -111,6 +113,9 @@ func (o *monitorOptions) validate() error {
 	if o.crashloopThreshold < 2 {
 		return fmt.Errorf("--crashloop-threshold must be at least 2, got %d", o.crashloopThreshold)
 	}
+	if _, err := revisions.ParsePublishMode(o.publish); err != nil {
+		return fmt.Errorf("--publish: %w", err)
+	}
 	o.layout = o.layout.Defaulted()
 	return o.layout.Validate()
 }
@@ -130,18 +135,24 @@ func (o *monitorOptions) run(ctx context.Context) error {
 		RetryMax:           o.retryMax,
 		LockTimeout:        o.lockTimeout,
 		Logger:             log,
+		Publish:            revisions.PublishMode(o.publish),
 	}
 	if o.kubeconfig != "" {
-		name, err := monitor.MirrorPodName(revisions.OS(), o.layout, o.revision, o.nodeName)
-		if err != nil {
-			return err
-		}
 		client, err := monitorKubeClient(o.kubeconfig)
 		if err != nil {
 			return err
 		}
-		mp := &monitor.MirrorPod{Client: client, Namespace: o.namespace, Name: name, Node: o.nodeName}
-		opts.Pods, opts.Events = mp, mp
+		if opts.Publish == revisions.PublishSlots {
+			// The operand's mirror pod is named after the slot it runs in.
+			opts.Mirrors = &monitor.NodeMirrorPods{Client: client, Namespace: o.namespace, Node: o.nodeName}
+		} else {
+			name, err := monitor.MirrorPodName(revisions.OS(), o.layout, o.revision, o.nodeName)
+			if err != nil {
+				return err
+			}
+			mp := &monitor.MirrorPod{Client: client, Namespace: o.namespace, Name: name, Node: o.nodeName}
+			opts.Pods, opts.Events = mp, mp
+		}
 	}
 	m, err := monitor.New(opts)
 	if err != nil {

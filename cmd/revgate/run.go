@@ -287,7 +287,7 @@ func (o *runOptions) installFirst(ctx context.Context, l revisions.Layout, out, 
 	}
 	if listing.Highest() > 0 {
 		published, lkg := "none", "none"
-		if n, err := l.PublishedRevision(fs); err == nil {
+		if n, err := l.ServingRevision(fs); err == nil {
 			published = fmt.Sprint(n)
 		}
 		if n, err := l.LastKnownGood(fs); err == nil {

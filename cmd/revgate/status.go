@@ -32,10 +32,16 @@ a fallback), the last-known-good revision, every recorded fallback with its
 reason, message and time, and pending retries. With --kubeconfig it also shows
 the mirror pods of every node, their Ready state and fallback annotations.
 
+In slots mode a new revision runs beside the serving one until it is
+judged: published is the serving slot's revision and candidate the one rolled
+out beside it; on each node the serving mirror pod is the one of the lower
+revision (fallbackstatus.ServingPod).
+
 -o json prints the same as a JSON document whose shape is stable: fields
-target, revisions, published {revision, fallback}, lastKnownGood, outcomes,
-fallbacks [{revision, attempt, to, time, reason, message}], pendingRetries
-[{revision, at, attempt}], nodes [{node, namespace, pod, revision, ready,
+target, revisions, published {revision, fallback, slot, pod}, candidate (the
+same, when one rolls out), lastKnownGood, outcomes, fallbacks [{revision,
+attempt, to, time, reason, message}], pendingRetries [{revision, at,
+attempt}], nodes [{node, namespace, pod, revision, ready, slot, serving,
 fallback, degraded, error}] (only with --kubeconfig) and problems.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

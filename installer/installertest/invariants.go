@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -42,13 +43,14 @@ func FilesOf(cfg *installer.Config) Files {
 //   - every revision folder under its real name is complete: both manifests,
 //     carrying its revision, and configuration files equal to one of the
 //     candidates (entirely one, never a mix), secrets 0600;
-//   - the published operand and monitor manifests, when present, are
-//     byte-equal to the manifests of a complete revision;
+//   - the published monitor manifest and operand manifests (in either slot),
+//     when present, are byte-equal to the manifests of a complete revision,
+//     an operand manifest published into a slot as the slot makes it;
 //   - the last-known-good link, when present, resolves to a complete revision;
 //   - the state file, when present, parses;
 //   - nothing but dotfile temps lies beside them.
 //
-// It returns the published operand revision (0 when none).
+// It returns the highest published operand revision (0 when none).
 func Check(l revisions.Layout, candidates ...Files) (int, error) {
 	l = l.Defaulted()
 	f := revisions.OS()
@@ -88,46 +90,71 @@ func Check(l revisions.Layout, candidates ...Files) (int, error) {
 	if _, err := revisions.LoadState(f, l.StateFile()); err != nil {
 		return 0, err
 	}
+	data, err := os.ReadFile(l.PublishedMonitorManifest())
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return 0, err
+	default:
+		if err := checkPublished(l, listing, data, l.PublishedMonitorManifest(), l.MonitorManifestName(), nil); err != nil {
+			return 0, err
+		}
+	}
+	slots, err := l.PublishedSlots(f)
+	if err != nil {
+		return 0, err
+	}
 	published := 0
-	for _, m := range []struct{ published, name string }{
-		{l.PublishedPodManifest(), l.PodManifestName()},
-		{l.PublishedMonitorManifest(), l.MonitorManifestName()},
-	} {
-		data, err := os.ReadFile(m.published)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
+	for _, s := range slots {
+		var render func([]byte) ([]byte, error)
+		if s.Labeled {
+			render = func(rev []byte) ([]byte, error) { return l.SlotManifest(rev, s.Slot, s.UID) }
 		}
-		if err != nil {
+		if err := checkPublished(l, listing, s.Data, s.Path, l.PodManifestName(), render); err != nil {
 			return 0, err
 		}
-		n, err := revisions.RevisionLabelOf(data, m.published)
-		if err != nil {
-			return 0, fmt.Errorf("published manifest: %w", err)
+		if s.Labeled && s.UID == "" {
+			return 0, fmt.Errorf("%s is published in slot %s without a metadata.uid", s.Path, s.Slot)
 		}
-		if !listing.Has(n) {
-			return 0, fmt.Errorf("published %s is of revision %d, which is not installed", m.name, n)
-		}
-		want, err := os.ReadFile(filepath.Join(l.RevisionDir(n), m.name))
-		if err != nil {
-			return 0, err
-		}
-		if !bytes.Equal(data, want) {
-			return 0, fmt.Errorf("published %s differs from revision %d's", m.name, n)
-		}
-		if m.name == l.PodManifestName() {
-			published = n
-		}
+		published = max(published, s.Revision)
 	}
 	mentries, err := os.ReadDir(l.ManifestsDir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return 0, err
 	}
+	known := append(l.OperandManifestNames(), l.MonitorManifestName())
 	for _, e := range mentries {
-		if name := e.Name(); name != l.PodManifestName() && name != l.MonitorManifestName() && !strings.HasPrefix(name, ".") {
+		if name := e.Name(); !slices.Contains(known, name) && !strings.HasPrefix(name, ".") {
 			return 0, fmt.Errorf("non-dotfile %s in the manifests dir: the kubelet would parse it", name)
 		}
 	}
 	return published, nil
+}
+
+// checkPublished checks that data, published at path, is the manifest
+// called name of a complete revision: byte-equal to it, or to what render
+// makes of it (a manifest published into a slot).
+func checkPublished(l revisions.Layout, listing revisions.Listing, data []byte, path, name string, render func([]byte) ([]byte, error)) error {
+	n, err := revisions.RevisionLabelOf(data, path)
+	if err != nil {
+		return fmt.Errorf("published manifest: %w", err)
+	}
+	if !listing.Has(n) {
+		return fmt.Errorf("published %s is of revision %d, which is not installed", path, n)
+	}
+	want, err := os.ReadFile(filepath.Join(l.RevisionDir(n), name))
+	if err != nil {
+		return err
+	}
+	if render != nil {
+		if want, err = render(want); err != nil {
+			return fmt.Errorf("render revision %d's %s for %s: %w", n, name, path, err)
+		}
+	}
+	if !bytes.Equal(data, want) {
+		return fmt.Errorf("published %s differs from revision %d's %s", path, n, name)
+	}
+	return nil
 }
 
 func checkRevision(l revisions.Layout, n int, candidates []Files) error {

@@ -248,20 +248,79 @@ func AppendConfig(doc string) Edit {
 }
 
 // Publish copies revision rev's manifests into the manifests dir, monitor
-// first, each removed and then written, as the installer does.
-func Publish(t testing.TB, l revisions.Layout, rev int) {
+// first, each removed and then written, as the installer does in publish
+// mode mode: the operand manifest over <t>-pod.yaml in replace mode, into
+// the slot the serving revision does not hold, with a new uid, in slots
+// mode (unchanged when it does not parse, as the monitor publishes it). It
+// returns the operand manifest's path.
+func Publish(t testing.TB, l revisions.Layout, rev int, mode revisions.PublishMode) string {
 	t.Helper()
 	fs := revisions.OS()
-	for _, p := range [][2]string{
-		{l.RevisionMonitorManifest(rev), l.PublishedMonitorManifest()},
-		{l.RevisionPodManifest(rev), l.PublishedPodManifest()},
-	} {
-		data, err := os.ReadFile(p[0])
+	monitor, err := os.ReadFile(l.RevisionMonitorManifest(rev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, err := os.ReadFile(l.RevisionPodManifest(rev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := l.PublishedPodManifest()
+	if mode == revisions.PublishSlots {
+		slots, err := l.PublishedSlots(fs)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := fs.Publish(p[1], data); err != nil {
-			t.Fatal(err)
+		lkg, _ := l.LastKnownGood(fs)
+		slot := revisions.FreeSlot(slots, lkg)
+		path = l.PublishedSlotManifest(slot)
+		if data, err := l.SlotManifest(pod, slot, revisions.NewUID()); err == nil {
+			pod = data
 		}
 	}
+	if err := fs.Publish(l.PublishedMonitorManifest(), monitor); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Publish(path, pod); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Published is what the manifests dir publishes of the operand.
+type Published struct {
+	// Serving is the serving operand manifest (revisions.ServingSlot), in
+	// either publish mode.
+	Serving *corev1.Pod
+	// ServingRevision is its revision label (0 when it has none).
+	ServingRevision int
+	// Newest is the highest revision published: a revision rolled out
+	// beside the serving one in slots mode, else the serving one.
+	Newest int
+	// Count is how many operand manifests are published: two while a
+	// revision rolls out beside the serving one.
+	Count int
+}
+
+// ReadPublished reads the published operand manifests.
+func ReadPublished(l revisions.Layout) (Published, error) {
+	fs := revisions.OS()
+	slots, err := l.PublishedSlots(fs)
+	if err != nil {
+		return Published{}, err
+	}
+	p := Published{Count: len(slots)}
+	for _, s := range slots {
+		p.Newest = max(p.Newest, s.Revision)
+	}
+	lkg, _ := l.LastKnownGood(fs)
+	s := revisions.ServingSlot(slots, lkg)
+	if s == nil {
+		return p, fmt.Errorf("%s: %w", l.ManifestsDir, revisions.ErrNoManifest)
+	}
+	var pod corev1.Pod
+	if err := yaml.Unmarshal(s.Data, &pod); err != nil {
+		return p, fmt.Errorf("parse %s: %w", s.Path, err)
+	}
+	p.Serving, p.ServingRevision = &pod, s.Revision
+	return p, nil
 }

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	iofs "io/fs"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -32,8 +31,13 @@ type Report struct {
 	Target string `json:"target"`
 	// Revisions found on disk, ascending.
 	Revisions []int `json:"revisions"`
-	// Published is the operand manifest in the manifests dir; nil when none.
+	// Published is the serving operand manifest in the manifests dir; nil
+	// when none. In slots mode it is the slot that serves while another
+	// revision rolls out beside it (revisions.ServingSlot).
 	Published *Published `json:"published"`
+	// Candidate is the operand manifest published beside the serving one,
+	// being rolled out (slots mode only); absent when none.
+	Candidate *Published `json:"candidate,omitempty"`
 	// LastKnownGood revision; 0 when there is no link.
 	LastKnownGood int `json:"lastKnownGood"`
 	// Outcomes of the revisions the state file knows, ascending.
@@ -54,6 +58,10 @@ type Published struct {
 	Revision int `json:"revision"`
 	// Fallback annotations when the manifest was put back by a fallback.
 	Fallback *fallbackstatus.Fallback `json:"fallback,omitempty"`
+	// Slot the manifest is published in (slots mode only).
+	Slot string `json:"slot,omitempty"`
+	// Pod is the static pod's metadata.name; its mirror pod is <pod>-<node>.
+	Pod string `json:"pod,omitempty"`
 }
 
 // Outcome is what the state file says about one revision.
@@ -93,6 +101,11 @@ type Node struct {
 	// Revision label of the mirror pod; 0 when missing.
 	Revision int  `json:"revision"`
 	Ready    bool `json:"ready"`
+	// Slot label of the mirror pod (slots mode only).
+	Slot string `json:"slot,omitempty"`
+	// Serving tells the node's serving pod from a revision rolled out
+	// beside it (fallbackstatus.ServingPod).
+	Serving bool `json:"serving"`
 	// Fallback read from the annotations; nil when none.
 	Fallback *fallbackstatus.Fallback `json:"fallback,omitempty"`
 	// Degraded is the condition derived from Fallback.
@@ -111,19 +124,26 @@ func Collect(l revisions.Layout, fs revisions.FS) (*Report, error) {
 	}
 	r.Revisions = append(r.Revisions, lst.Revisions...)
 
-	data, err := fs.ReadFile(l.PublishedPodManifest())
-	switch {
-	case err == nil:
-		p, perr := parsePublished(data)
-		if perr != nil {
-			r.Problems = append(r.Problems, fmt.Sprintf("published manifest %s: %v", l.PublishedPodManifest(), perr))
+	lkg, _ := l.LastKnownGood(fs)
+	slots, err := l.PublishedSlots(fs)
+	if err != nil {
+		r.Problems = append(r.Problems, fmt.Sprintf("read published manifests: %v", err))
+	}
+	if serving := revisions.ServingSlot(slots, lkg); serving != nil {
+		for _, s := range slots {
+			p, perr := parsePublished(s)
+			if perr != nil {
+				r.Problems = append(r.Problems, fmt.Sprintf("published manifest %s: %v", s.Path, perr))
+			}
+			if s.Slot == serving.Slot {
+				r.Published = p
+			} else {
+				r.Candidate = p
+			}
 		}
-		r.Published = p
-	case !errors.Is(err, iofs.ErrNotExist):
-		r.Problems = append(r.Problems, fmt.Sprintf("read published manifest: %v", err))
 	}
 
-	lkg, err := l.LastKnownGood(fs)
+	lkg, err = l.LastKnownGood(fs)
 	switch {
 	case err == nil:
 		r.LastKnownGood = lkg
@@ -156,18 +176,21 @@ func Collect(l revisions.Layout, fs revisions.FS) (*Report, error) {
 	return r, nil
 }
 
-func parsePublished(data []byte) (*Published, error) {
-	var pod corev1.Pod
-	if err := yaml.Unmarshal(data, &pod); err != nil {
-		return &Published{}, fmt.Errorf("parse: %w", err)
-	}
+func parsePublished(s revisions.PublishedSlot) (*Published, error) {
 	p := &Published{}
-	rev, err := revisions.RevisionLabelOf(data, "published manifest")
-	if err != nil {
-		return p, err
+	if s.Labeled {
+		p.Slot = string(s.Slot)
 	}
-	p.Revision = rev
-	fb, err := fallbackstatus.Parse(pod.Annotations)
+	var pod corev1.Pod
+	if err := yaml.Unmarshal(s.Data, &pod); err != nil {
+		return p, fmt.Errorf("parse: %w", err)
+	}
+	p.Pod = pod.Name
+	if s.Err != nil {
+		return p, s.Err
+	}
+	p.Revision = s.Revision
+	fb, err := fallbackstatus.Parse(s.Annotations)
 	if err != nil {
 		return p, err
 	}
@@ -183,10 +206,21 @@ func CollectNodes(ctx context.Context, client kubernetes.Interface, namespace, s
 	if err != nil {
 		return nil, fmt.Errorf("list pods %q in %s: %w", selector, namespace, err)
 	}
+	byNode := map[string][]*corev1.Pod{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
+	}
+	serving := map[*corev1.Pod]bool{}
+	for _, ps := range byNode {
+		if p, ok := fallbackstatus.ServingPod(ps); ok {
+			serving[p] = true
+		}
+	}
 	nodes := make([]Node, 0, len(pods.Items))
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		n := Node{Node: p.Spec.NodeName, Namespace: p.Namespace, Pod: p.Name}
+		n := Node{Node: p.Spec.NodeName, Namespace: p.Namespace, Pod: p.Name, Slot: p.Labels[revisions.SlotLabel], Serving: serving[p]}
 		fmt.Sscan(p.Labels[revisions.RevisionLabel], &n.Revision)
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodReady {
@@ -205,6 +239,9 @@ func CollectNodes(ctx context.Context, client kubernetes.Interface, namespace, s
 		if nodes[i].Node != nodes[j].Node {
 			return nodes[i].Node < nodes[j].Node
 		}
+		if nodes[i].Serving != nodes[j].Serving {
+			return nodes[i].Serving
+		}
 		return nodes[i].Pod < nodes[j].Pod
 	})
 	return nodes, nil
@@ -222,6 +259,16 @@ func WriteText(w io.Writer, r *Report) error {
 		fmt.Fprintf(tw, "published:\t%d (fallback: %s)\n", r.Published.Revision, r.Published.Fallback.Summary())
 	default:
 		fmt.Fprintf(tw, "published:\t%d\n", r.Published.Revision)
+	}
+	if c := r.Candidate; c != nil {
+		fmt.Fprintf(tw, "candidate:\t%d (being rolled out beside the published revision)\n", c.Revision)
+	}
+	if r.Published != nil && r.Published.Slot != "" {
+		slots := fmt.Sprintf("%s: revision %d (serving)", r.Published.Slot, r.Published.Revision)
+		if c := r.Candidate; c != nil {
+			slots += fmt.Sprintf(", %s: revision %d (candidate)", c.Slot, c.Revision)
+		}
+		fmt.Fprintf(tw, "slots:\t%s\n", slots)
 	}
 	if r.LastKnownGood > 0 {
 		fmt.Fprintf(tw, "last-known-good:\t%d\n", r.LastKnownGood)
@@ -252,7 +299,7 @@ func WriteText(w io.Writer, r *Report) error {
 	if r.Nodes != nil {
 		fmt.Fprintln(w, "\nnodes:")
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NODE\tPOD\tREVISION\tREADY\tDEGRADED")
+		fmt.Fprintln(tw, "NODE\tPOD\tROLE\tREVISION\tREADY\tDEGRADED")
 		for _, n := range r.Nodes {
 			deg := string(n.Degraded.Status)
 			if n.Fallback != nil {
@@ -261,7 +308,11 @@ func WriteText(w io.Writer, r *Report) error {
 			if n.Error != "" {
 				deg += " (" + n.Error + ")"
 			}
-			fmt.Fprintf(tw, "%s\t%s/%s\t%d\t%v\t%s\n", n.Node, n.Namespace, n.Pod, n.Revision, n.Ready, deg)
+			role := "candidate"
+			if n.Serving {
+				role = "serving"
+			}
+			fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%d\t%v\t%s\n", n.Node, n.Namespace, n.Pod, role, n.Revision, n.Ready, deg)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

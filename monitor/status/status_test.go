@@ -213,10 +213,22 @@ func TestCollectFallbackWrittenByOpenShift(t *testing.T) {
 // is no kubelet here) with the given annotations and Ready state.
 func MirrorPod(t *testing.T, cs kubernetes.Interface, node string, rev int, annotations map[string]string, ready bool) *corev1.Pod {
 	t.Helper()
+	return slotMirrorPod(t, cs, node, "", rev, annotations, ready)
+}
+
+// slotMirrorPod is MirrorPod for the static pod of a slot ("" for the
+// replace mode's pod).
+func slotMirrorPod(t *testing.T, cs kubernetes.Interface, node string, slot revisions.Slot, rev int, annotations map[string]string, ready bool) *corev1.Pod {
+	t.Helper()
 	ctx := context.Background()
+	l := revisions.Layout{}.Defaulted()
+	name, labels := "revgate-"+node, map[string]string{"app": "revgate", "revision": itoa(rev)}
+	if slot != "" {
+		name, labels[revisions.SlotLabel] = l.SlotPodName(slot)+"-"+node, string(slot)
+	}
 	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "revgate-" + node, Namespace: "kube-system",
-			Labels:      map[string]string{"app": "revgate", "revision": itoa(rev)},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system",
+			Labels:      labels,
 			Annotations: annotations},
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "proxy", Image: "revgate:dev"}}},
 	}
@@ -249,15 +261,27 @@ func TestCollectNodesFromAPIServer(t *testing.T) {
 	MirrorPod(t, cs, "node-b", 5, nil, false)
 	// As OpenShift's startup monitor may leave it: no reason.
 	MirrorPod(t, cs, "node-c", 4, map[string]string{revisions.AnnotationFallbackForRevision: "5"}, true)
+	// Slots: revision 6 is retried beside revision 4, which serves with the fallback.
+	fb6 := &fallbackstatus.Fallback{ForRevision: 6, Reason: revisions.ReasonNotReady, Message: "[-]config failed", Time: t0, Attempt: 1, ToRevision: 4, NextRetry: &next}
+	slotMirrorPod(t, cs, "node-d", revisions.SlotB, 6, nil, false)
+	slotMirrorPod(t, cs, "node-d", revisions.SlotA, 4, fb6.Annotations(), true)
 
 	nodes, err := CollectNodes(context.Background(), cs, "kube-system", "app=revgate")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(nodes) != 3 {
+	if len(nodes) != 5 {
 		t.Fatalf("nodes = %+v", nodes)
 	}
-	a, b, c := nodes[0], nodes[1], nodes[2]
+	a, b, c, d, d2 := nodes[0], nodes[1], nodes[2], nodes[3], nodes[4]
+	for _, n := range nodes[:4] {
+		if !n.Serving {
+			t.Errorf("%s/%s is not the serving pod", n.Node, n.Pod)
+		}
+	}
+	if d.Pod != "revgate-node-d" || d.Slot != "a" || d.Fallback == nil || d.Fallback.ForRevision != 6 || d2.Serving || d2.Slot != "b" || d2.Revision != 6 {
+		t.Errorf("node-d = %+v and %+v", d, d2)
+	}
 	if a.Node != "node-a" || !a.Ready || a.Revision != 4 || a.Fallback == nil || a.Fallback.ToRevision != 4 || a.Degraded.Status != metav1.ConditionTrue || a.Degraded.Reason != revisions.ReasonDependencyUnhealthy {
 		t.Errorf("node-a = %+v", a)
 	}
@@ -271,8 +295,63 @@ func TestCollectNodesFromAPIServer(t *testing.T) {
 	if err := WriteText(&text, &Report{Target: "revgate", Nodes: nodes}); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(text.String(), "node-a  kube-system/revgate-node-a  4         true   True: revision 5 failed with DependencyUnhealthy, serving revision 4") ||
-		!strings.Contains(text.String(), "node-c  kube-system/revgate-node-c  4         true   True: revision 5 failed with Unknown, serving the previous revision\n") {
-		t.Errorf("text:\n%s", text.String())
+	for _, want := range []string{
+		"node-a  kube-system/revgate-node-a    serving    4         true   True: revision 5 failed with DependencyUnhealthy, serving revision 4",
+		"node-c  kube-system/revgate-node-c    serving    4         true   True: revision 5 failed with Unknown, serving the previous revision\n",
+		"node-d  kube-system/revgate-node-d    serving    4         true   True: revision 6 failed with NotReady",
+		"node-d  kube-system/revgate-b-node-d  candidate  6         false  False",
+	} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+}
+
+// TestCollectSlots: in slots mode the published revision is the serving
+// slot's, and a revision rolled out beside it is the candidate.
+func TestCollectSlots(t *testing.T) {
+	l := layoutWithFallback(t)
+	fs := revisions.OS()
+	serving, err := os.ReadFile(l.PublishedPodManifest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []struct {
+		slot revisions.Slot
+		data []byte
+	}{{revisions.SlotA, serving}, {revisions.SlotB, manifest(t, 3, nil)}} {
+		out, err := l.SlotManifest(p.data, p.slot, revisions.NewUID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fs.Publish(l.PublishedSlotManifest(p.slot), out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := Collect(l, fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := r.Published; p == nil || p.Revision != 2 || p.Slot != "a" || p.Pod != "revgate" || p.Fallback == nil || p.Fallback.ForRevision != 3 {
+		t.Fatalf("published %+v", p)
+	}
+	if c := r.Candidate; c == nil || c.Revision != 3 || c.Slot != "b" || c.Pod != "revgate-b" || c.Fallback != nil {
+		t.Fatalf("candidate %+v", c)
+	}
+	if len(r.Problems) != 0 {
+		t.Fatalf("problems %v", r.Problems)
+	}
+	var text bytes.Buffer
+	if err := WriteText(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"published:        2 (fallback: revision 3 failed with NotReady (attempt 2), serving revision 2",
+		"candidate:        3 (being rolled out beside the published revision)",
+		"slots:            a: revision 2 (serving), b: revision 3 (candidate)",
+	} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
 	}
 }

@@ -54,6 +54,17 @@ func TestNode(t *testing.T) {
 	}) {
 		t.Fatal("revision 1 never became good; the other scenarios need it")
 	}
+	defer logLoadTable(t)
+
+	// A good revision replaces the serving one under constant load.
+	t.Run("good-rollout", func(t *testing.T) {
+		defer startLoad(t, "good-rollout").stopNoFailures(t)
+		rev, published := n.install(t, installSpec{source: goodSource})
+		since := n.waitGood(t, rev, "", "v1")
+		t.Logf("revision %d: serving %.1fs and last-known-good %.1fs after publishing it",
+			rev, since.Sub(published).Seconds(), time.Since(published).Seconds())
+		cur = good{rev: rev, name: "v1"}
+	})
 
 	// The seed's "badly formatted or invalid pod manifest": the operand never
 	// starts; NeverStartedUp, not retried.
@@ -65,6 +76,7 @@ func TestNode(t *testing.T) {
 		{"never-started-up/missing-command", func(p *corev1.Pod) { p.Spec.Containers[0].Command[0] = "/no-such-binary" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			defer startLoad(t, tc.name).stopNoFailures(t)
 			rev, published := n.install(t, installSpec{source: goodSource, mutate: e2etest.MutatePod(node.layout.Target, tc.mutate)})
 			fb := n.waitFallback(t, rev, cur.rev, cur.name, published)
 			if fb.reason != revisions.ReasonNeverStartedUp {
@@ -85,6 +97,7 @@ func TestNode(t *testing.T) {
 		{"crash-looping/config", "--config-dir=/no-such-folder"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			defer startLoad(t, tc.name).stopNoFailures(t)
 			rev, published := n.install(t, installSpec{source: goodSource, proxyArgs: []string{tc.arg}})
 			fb := n.waitFallback(t, rev, cur.rev, cur.name, published)
 			if fb.reason != revisions.ReasonCrashLooping {
@@ -98,6 +111,7 @@ func TestNode(t *testing.T) {
 	// but never ready (object-level fallback off and a broken object);
 	// NotReady, retried.
 	t.Run("not-ready", func(t *testing.T) {
+		defer startLoad(t, "not-ready").stopNoFailures(t)
 		rev, published := n.install(t, installSpec{
 			source:    goodSource,
 			proxyArgs: []string{"--fallback=off"},
@@ -110,10 +124,14 @@ func TestNode(t *testing.T) {
 		if fb.annotations[revisions.AnnotationNextRetry] == "" {
 			t.Errorf("fallback for a retried reason lacks %s", revisions.AnnotationNextRetry)
 		}
-		first := n.checkFailed(t, rev, revisions.ReasonNotReady).Attempts
+		n.checkFailed(t, rev, revisions.ReasonNotReady)
+		first, err := strconv.Atoi(fb.annotations[revisions.AnnotationFallbackAttempt])
+		if err != nil {
+			t.Fatalf("fallback annotation %s: %v", revisions.AnnotationFallbackAttempt, err)
+		}
 
 		waitFor(t, waitLong, fmt.Sprintf("the retry to publish revision %d again", rev), func() (bool, string) {
-			pub, _ := n.published()
+			pub := n.newest()
 			return pub == rev, fmt.Sprintf("published revision %d", pub)
 		})
 		retried := time.Now()
@@ -132,6 +150,7 @@ func TestNode(t *testing.T) {
 	// The seed's bad etcd smoke test: the revision's upstream is down;
 	// DependencyUnhealthy, retried, and good once the upstream is back.
 	t.Run("dependency-unhealthy", func(t *testing.T) {
+		defer startLoad(t, "dependency-unhealthy").stopNoFailures(t)
 		v2.stop()
 		rev, published := n.install(t, installSpec{source: source(v2, true).Write(t)})
 		fb := n.waitFallback(t, rev, cur.rev, cur.name, published)
@@ -165,6 +184,7 @@ func TestNode(t *testing.T) {
 		{"node-restart/power-cut", []string{"--kill-pods"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			defer startLoad(t, tc.name).stop(t)
 			v1.start(t)
 			rev, published := n.install(t, installSpec{
 				source: goodSource,

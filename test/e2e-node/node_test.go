@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/revgate/revgate/fallbackstatus"
 	"github.com/revgate/revgate/internal/e2etest"
 	"github.com/revgate/revgate/monitor"
 	"github.com/revgate/revgate/revisions"
@@ -252,8 +254,15 @@ func requireNode(t *testing.T) *nodeEnv {
 	return node
 }
 
-// mirrorPodName is the name of the operand's mirror pod.
-func (n *nodeEnv) mirrorPodName() string { return n.layout.Target + "-" + n.name }
+// mirrorPodNames are the names the operand's mirror pods may have on the
+// node: one per slot (slot a's is the replace mode's).
+func (n *nodeEnv) mirrorPodNames() []string {
+	var out []string
+	for _, s := range revisions.Slots {
+		out = append(out, n.layout.SlotPodName(s)+"-"+n.name)
+	}
+	return out
+}
 
 // revgate runs the host's revgate binary.
 func (n *nodeEnv) revgate(t *testing.T, args ...string) (string, error) {
@@ -322,19 +331,25 @@ func (n *nodeEnv) install(t *testing.T, s installSpec) (int, time.Time) {
 		return rev, time.Now()
 	}
 	s.mutate(t, n.layout.RevisionDir(rev))
-	e2etest.Publish(t, n.layout, rev)
+	e2etest.Publish(t, n.layout, rev, revisions.DefaultPublishMode)
 	return rev, time.Now()
 }
 
-// published returns the revision and annotations of the published operand
-// manifest (0 when there is none).
-func (n *nodeEnv) published() (int, map[string]string) {
-	pod, err := e2etest.ReadPod(n.layout.PublishedPodManifest())
+// published returns the revision and annotations of the serving operand
+// manifest (0 when there is none) and how many operand manifests are
+// published (two while a revision rolls out beside the serving one).
+func (n *nodeEnv) published() (int, map[string]string, int) {
+	p, err := e2etest.ReadPublished(n.layout)
 	if err != nil {
-		return 0, nil
+		return 0, nil, p.Count
 	}
-	rev, _ := strconv.Atoi(pod.Labels[revisions.RevisionLabel])
-	return rev, pod.Annotations
+	return p.ServingRevision, p.Serving.Annotations, p.Count
+}
+
+// newest returns the highest published revision.
+func (n *nodeEnv) newest() int {
+	p, _ := e2etest.ReadPublished(n.layout)
+	return p.Newest
 }
 
 func (n *nodeEnv) lkg() int {
@@ -406,11 +421,25 @@ func serving(rev int, host, name string) (bool, string) {
 	return true, "serving"
 }
 
-// mirrorPod returns the operand's mirror pod.
+// mirrorPod returns the operand's serving mirror pod, found the way an
+// operator finds it: by the app label and fallbackstatus.ServingPod.
 func (n *nodeEnv) mirrorPod() (*corev1.Pod, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return n.client.CoreV1().Pods("kube-system").Get(ctx, n.mirrorPodName(), metav1.GetOptions{})
+	list, err := n.client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{
+		LabelSelector: "app=" + n.layout.Target, FieldSelector: "spec.nodeName=" + n.name})
+	if err != nil {
+		return nil, err
+	}
+	pods := make([]*corev1.Pod, len(list.Items))
+	for i := range list.Items {
+		pods[i] = &list.Items[i]
+	}
+	pod, ok := fallbackstatus.ServingPod(pods)
+	if !ok {
+		return nil, fmt.Errorf("no mirror pod with label app=%s on node %s", n.layout.Target, n.name)
+	}
+	return pod, nil
 }
 
 func podReady(pod *corev1.Pod) bool {
@@ -455,8 +484,8 @@ func (n *nodeEnv) waitGood(t *testing.T, rev int, host, name string) time.Time {
 		if servingSince.IsZero() {
 			servingSince = time.Now()
 		}
-		if pub, ann := n.published(); pub != rev || ann[revisions.AnnotationFallbackForRevision] != "" {
-			return false, fmt.Sprintf("published revision %d, annotations %v", pub, ann)
+		if pub, ann, count := n.published(); pub != rev || ann[revisions.AnnotationFallbackForRevision] != "" || count != 1 {
+			return false, fmt.Sprintf("published revision %d (%d operand manifests), annotations %v", pub, count, ann)
 		}
 		if l := n.lkg(); l != rev {
 			return false, fmt.Sprintf("last-known-good is %d", l)
@@ -492,9 +521,9 @@ func (n *nodeEnv) waitFallback(t *testing.T, failed, to int, name string, publis
 	t.Helper()
 	var fb fallback
 	waitFor(t, waitLong, fmt.Sprintf("the fallback from revision %d to %d", failed, to), func() (bool, string) {
-		pub, ann := n.published()
-		if pub != to || ann[revisions.AnnotationFallbackForRevision] != strconv.Itoa(failed) {
-			return false, fmt.Sprintf("published revision %d, annotations %v", pub, ann)
+		pub, ann, count := n.published()
+		if pub != to || ann[revisions.AnnotationFallbackForRevision] != strconv.Itoa(failed) || count != 1 {
+			return false, fmt.Sprintf("published revision %d (%d operand manifests), annotations %v", pub, count, ann)
 		}
 		fb.annotations = ann
 		return true, ""
@@ -511,7 +540,13 @@ func (n *nodeEnv) waitFallback(t *testing.T, failed, to int, name string, publis
 	fb.serving = time.Now()
 	t.Logf("revision %d: fallback (%s) published %.1fs and revision %d serving again %.1fs after publishing it",
 		failed, fb.reason, fb.decided.Sub(published).Seconds(), to, fb.serving.Sub(published).Seconds())
+	// Published beside it, the failed revision never stopped the serving
+	// one, and the fallback annotations were put on its manifest in place.
+	if starts := n.startsSince(t, to, published); starts != 0 {
+		t.Errorf("revision %d started %d times during the bad rollout: the serving pod was replaced", to, starts)
+	}
 	n.checkMirrorPod(t, failed, to, fb.reason)
+	t.Logf("revision %d: the serving mirror pod shows the fallback %.1fs after publishing it", failed, time.Since(published).Seconds())
 	n.checkStatus(t, failed, to, fb.reason)
 	n.checkEvent(t, failed, fb.reason, published)
 	return fb
@@ -550,6 +585,7 @@ type statusDoc struct {
 		Pod      string `json:"pod"`
 		Revision int    `json:"revision"`
 		Ready    bool   `json:"ready"`
+		Serving  bool   `json:"serving"`
 		Fallback *struct {
 			ForRevision int    `json:"forRevision"`
 			Reason      string `json:"reason"`
@@ -579,7 +615,7 @@ func (n *nodeEnv) checkStatus(t *testing.T, failed, to int, reason string) {
 	}
 	found := false
 	for _, nd := range doc.Nodes {
-		if nd.Node != n.name {
+		if nd.Node != n.name || !nd.Serving {
 			continue
 		}
 		found = true
@@ -615,7 +651,7 @@ func (n *nodeEnv) checkEvent(t *testing.T, failed int, reason string, since time
 		}
 		var seen []string
 		for _, ev := range evs.Items {
-			if ev.InvolvedObject.Name != n.mirrorPodName() || ev.CreationTimestamp.Time.Before(since.Add(-time.Second)) {
+			if !slices.Contains(n.mirrorPodNames(), ev.InvolvedObject.Name) || ev.CreationTimestamp.Time.Before(since.Add(-time.Second)) {
 				continue
 			}
 			seen = append(seen, ev.Message)
@@ -623,7 +659,7 @@ func (n *nodeEnv) checkEvent(t *testing.T, failed int, reason string, since time
 				return true, ""
 			}
 		}
-		return false, fmt.Sprintf("events on %s since publishing: %q", n.mirrorPodName(), seen)
+		return false, fmt.Sprintf("events on %v since publishing: %q", n.mirrorPodNames(), seen)
 	})
 }
 
@@ -634,11 +670,20 @@ func (n *nodeEnv) checkFailed(t *testing.T, rev int, reason string) *revisions.R
 	if r == nil {
 		t.Fatalf("the state file has no revision %d", rev)
 	}
-	if r.Outcome != revisions.OutcomeFailed || r.Reason != reason {
-		t.Errorf("revision %d: outcome %s reason %q, want %s %q", rev, r.Outcome, r.Reason, revisions.OutcomeFailed, reason)
+	last := revisions.Fallback{}
+	if k := len(r.Fallbacks); k > 0 {
+		last = r.Fallbacks[k-1]
 	}
-	if retried := r.NextRetry != nil; retried != revisions.Retried(reason) {
-		t.Errorf("revision %d (%s): retry pending %v, want %v", rev, reason, retried, revisions.Retried(reason))
+	switch {
+	case r.Outcome == revisions.OutcomeFailed && r.Reason == reason:
+		if retried := r.NextRetry != nil; retried != revisions.Retried(reason) {
+			t.Errorf("revision %d (%s): retry pending %v, want %v", rev, reason, retried, revisions.Retried(reason))
+		}
+	case revisions.Retried(reason) && r.Outcome == revisions.OutcomeInstalled && last.Reason == reason && r.Attempts > last.Attempt:
+		// The retry began while the checks of the fallback ran.
+		t.Logf("revision %d: its retry (attempt %d) already began", rev, r.Attempts)
+	default:
+		t.Errorf("revision %d: outcome %s reason %q, last fallback %+v, want %s %q", rev, r.Outcome, r.Reason, last, revisions.OutcomeFailed, reason)
 	}
 	if l := n.lkg(); l == rev {
 		t.Errorf("failed revision %d is last-known-good", rev)
@@ -652,10 +697,16 @@ func (n *nodeEnv) dump(t *testing.T) {
 	if n == nil {
 		return
 	}
-	pub, ann := n.published()
-	t.Logf("published revision %d annotations %v; last-known-good %d; monitor published %v", pub, ann, n.lkg(), n.monitorPublished())
+	pub, ann, count := n.published()
+	t.Logf("serving revision %d annotations %v (%d operand manifests, newest revision %d); last-known-good %d; monitor published %v",
+		pub, ann, count, n.newest(), n.lkg(), n.monitorPublished())
 	if data, err := os.ReadFile(n.layout.StateFile()); err == nil {
 		t.Logf("state file:\n%s", data)
+	}
+	for _, s := range revisions.Slots {
+		if data, err := os.ReadFile(n.layout.PublishedSlotManifest(s)); err == nil {
+			t.Logf("operand manifest in slot %s:\n%s", s, data)
+		}
 	}
 	if out, err := n.revgate(t, n.statusArgs()...); err == nil {
 		t.Logf("revgate status:\n%s", out)

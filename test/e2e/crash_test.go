@@ -78,7 +78,7 @@ func (e *env) checkConsistent(lkg int) {
 	if r := st.Revisions[lkg]; r == nil || r.Outcome != revisions.OutcomeGood {
 		e.t.Errorf("last-known-good revision %d in the state file: %+v", lkg, r)
 	}
-	if _, err := e2etest.ReadPod(e.layout.PublishedPodManifest()); err != nil {
+	if _, err := e2etest.ReadPublished(e.layout); err != nil {
 		e.t.Errorf("published operand manifest: %v", err)
 	}
 }
@@ -158,7 +158,7 @@ func TestKillMonitor(t *testing.T) {
 			// persisted schedule: the retry still happens and counts.
 			e.killMonitor()
 			waitFor(t, waitLong, "the retry to publish revision 2 again", func() (bool, string) {
-				n, _ := e.published()
+				n := e.newest()
 				return n == rev, fmt.Sprintf("published revision %d", n)
 			})
 			waitFor(t, waitLong, "the second fallback", func() (bool, string) {

@@ -94,7 +94,7 @@ func (e *env) checkNotRetried(failed, serving int, name string) {
 	e.t.Helper()
 	deadline := time.Now().Add(retryInitial + 3*time.Second)
 	for time.Now().Before(deadline) {
-		if n, _ := e.published(); n != serving {
+		if n := e.newest(); n != serving {
 			e.t.Fatalf("revision %d failed for a reason that is not retried, but revision %d was published again", failed, n)
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -209,7 +209,7 @@ func TestNotReady(t *testing.T) {
 
 	// The retry publishes the revision again; it fails again.
 	waitFor(t, waitLong, "the retry to publish revision 2 again", func() (bool, string) {
-		n, _ := e.published()
+		n := e.newest()
 		return n == rev, fmt.Sprintf("published revision %d", n)
 	})
 	retried := time.Now()

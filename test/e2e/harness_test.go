@@ -263,8 +263,10 @@ func (e *env) dump() {
 	if data, err := os.ReadFile(e.layout.StateFile()); err == nil {
 		t.Logf("state file:\n%s", data)
 	}
-	if data, err := os.ReadFile(e.layout.PublishedPodManifest()); err == nil {
-		t.Logf("published operand manifest:\n%s", data)
+	for _, s := range revisions.Slots {
+		if data, err := os.ReadFile(e.layout.PublishedSlotManifest(s)); err == nil {
+			t.Logf("operand manifest published in slot %s:\n%s", s, data)
+		}
 	}
 	if data, err := os.ReadFile(e.layout.TerminationLog); err == nil {
 		t.Logf("termination log:\n%s", data)
@@ -408,7 +410,7 @@ func (e *env) install(s installSpec) (int, time.Time) {
 			t.Fatalf("install: %v\n%s", err, out)
 		}
 		rev := parseInstalled(t, out)
-		return rev, fileTime(t, e.layout.PublishedPodManifest())
+		return rev, fileTime(t, e.operandManifest(rev))
 	}
 	out, err := revgate(t, append(args, "--no-publish")...)
 	if err != nil {
@@ -416,8 +418,24 @@ func (e *env) install(s installSpec) (int, time.Time) {
 	}
 	rev := parseInstalled(t, out)
 	s.mutate(t, e.layout.RevisionDir(rev))
-	e2etest.Publish(t, e.layout, rev)
+	e2etest.Publish(t, e.layout, rev, revisions.DefaultPublishMode)
 	return rev, time.Now()
+}
+
+// operandManifest is the published operand manifest of revision rev.
+func (e *env) operandManifest(rev int) string {
+	e.t.Helper()
+	slots, err := e.layout.PublishedSlots(revisions.OS())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, s := range slots {
+		if s.Revision == rev {
+			return s.Path
+		}
+	}
+	e.t.Fatalf("revision %d is not published", rev)
+	return ""
 }
 
 // installedFormat is how the install command reports the revision it wrote.
@@ -540,15 +558,21 @@ func (e *env) state() *revisions.State {
 	return s
 }
 
-// published returns the published operand manifest's revision and
+// published returns the serving operand manifest's revision and
 // annotations (0 and nil when it cannot be read).
 func (e *env) published() (int, map[string]string) {
-	pod, err := e2etest.ReadPod(e.layout.PublishedPodManifest())
+	p, err := e2etest.ReadPublished(e.layout)
 	if err != nil {
 		return 0, nil
 	}
-	n, _ := strconv.Atoi(pod.Labels[revisions.RevisionLabel])
-	return n, pod.Annotations
+	return p.ServingRevision, p.Serving.Annotations
+}
+
+// newest returns the highest published revision: one rolled out beside
+// the serving one, else the serving one.
+func (e *env) newest() int {
+	p, _ := e2etest.ReadPublished(e.layout)
+	return p.Newest
 }
 
 // waitGood waits until revision rev is last-known-good, its monitor is gone
@@ -561,6 +585,9 @@ func (e *env) waitGood(rev int, name string) {
 		}
 		if _, err := os.Stat(e.layout.PublishedMonitorManifest()); err == nil {
 			return false, "monitor manifest still published"
+		}
+		if p, err := e2etest.ReadPublished(e.layout); err != nil || p.Count != 1 || p.ServingRevision != rev {
+			return false, fmt.Sprintf("published operand manifests %+v: %v", p, err)
 		}
 		return e.serving(rev, name)
 	})
