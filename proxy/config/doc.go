@@ -8,7 +8,9 @@
 //
 // A revision folder (one holding configmaps/ or secrets/) contributes every
 // configmaps/<name>/<key> file, whatever its name, and one kubernetes.io/tls
-// Secret per secrets/<name>/ folder, named <name> in Options.Namespace. Its
+// Secret per secrets/<name>/ folder, named <name> in Options.Namespace;
+// the files of secrets/_objects/ hold objects, like configmaps/ files (the
+// cluster loop writes Secrets of every namespace there, 0600). Its
 // top-level files are pod manifests and are not read. A plain folder
 // contributes its *.yaml, *.yml and *.json files; its sub-folders are not
 // read (name them with another --config-dir). Dotfiles are skipped. Files
