@@ -73,6 +73,12 @@ type Installer struct {
 	// AfterStep, when set, is called after each step with its name; the crash
 	// test uses it to widen the window in which a kill lands.
 	AfterStep func(step string)
+	// Precondition, when set, is called under the lock with the highest
+	// installed revision (0 when there is none) before anything is written;
+	// an error aborts the install and is returned as it is. The cluster loop
+	// uses it to install only when the revision it compared its snapshot
+	// with is still the highest one.
+	Precondition func(highest int) error
 
 	log *slog.Logger
 }
@@ -216,6 +222,11 @@ func (in *Installer) install(cfg *Config) (*Result, error) {
 	}
 	for _, name := range listing.Ignored {
 		in.log.Warn("ignoring folder whose name is not a revision", "name", name)
+	}
+	if in.Precondition != nil {
+		if err := in.Precondition(listing.Highest()); err != nil {
+			return nil, err
+		}
 	}
 	rev := in.Revision
 	if rev == 0 {

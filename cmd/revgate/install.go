@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -48,16 +47,11 @@ type installOptions struct {
 	optionalSecrets    []string
 	retryTimeout       time.Duration
 
-	revision          int
-	binary            string
-	image             string
-	imagePullPolicy   string
-	proxyArgs         []string
-	monitorArgs       []string
-	monitorKubeconfig string
-	lockTimeout       time.Duration
-	strict            bool
-	noPublish         bool
+	revision    int
+	render      installer.RenderOptions
+	lockTimeout time.Duration
+	strict      bool
+	noPublish   bool
 }
 
 func (o *installOptions) addFlags(cmd *cobra.Command) {
@@ -76,12 +70,7 @@ func (o *installOptions) addFlags(cmd *cobra.Command) {
 	fs.StringSliceVar(&o.optionalSecrets, "optional-secrets", nil, "Secrets to install when they exist")
 	fs.DurationVar(&o.retryTimeout, "retry-timeout", installer.DefaultRetryTimeout, "how long to retry a Kubernetes read failing with a connection error, 5xx or 429")
 
-	fs.StringVar(&o.binary, "binary", "", "revgate binary put into the rendered pods' commands (default: this executable)")
-	fs.StringVar(&o.image, "image", installer.DefaultImage, "container image of the rendered pods")
-	fs.StringVar(&o.imagePullPolicy, "image-pull-policy", string(installer.DefaultImagePullPolicy), "image pull policy of the rendered pods: Always, IfNotPresent or Never")
-	fs.StringArrayVar(&o.proxyArgs, "proxy-arg", nil, "extra argument appended to the rendered proxy command (repeatable)")
-	fs.StringArrayVar(&o.monitorArgs, "monitor-arg", nil, "extra argument appended to the rendered monitor command (repeatable)")
-	fs.StringVar(&o.monitorKubeconfig, "monitor-kubeconfig", "", "kubeconfig file on the node for the startup monitor (mirror-pod check, Events); mounted read-only into its pod")
+	o.render.AddFlags(fs)
 	fs.DurationVar(&o.lockTimeout, "lock-timeout", revisions.DefaultLockTimeout, "how long to wait for the lock")
 	fs.BoolVar(&o.strict, "strict", false, "refuse the configuration on validation warnings too")
 	fs.BoolVar(&o.noPublish, "no-publish", false, "write the revision but do not publish its manifests")
@@ -99,10 +88,8 @@ func (o *installOptions) validate() error {
 		errs = append(errs, err)
 	}
 	o.layout = abs
-	if o.monitorKubeconfig != "" {
-		if p, err := filepath.Abs(o.monitorKubeconfig); err == nil {
-			o.monitorKubeconfig = p
-		}
+	if err := o.render.Complete(); err != nil {
+		errs = append(errs, err)
 	}
 	kube := o.kubeSource()
 	switch {
@@ -121,27 +108,8 @@ func (o *installOptions) validate() error {
 	if o.revision < 0 {
 		errs = append(errs, fmt.Errorf("invalid --revision %d", o.revision))
 	}
-	switch corev1.PullPolicy(o.imagePullPolicy) {
-	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
-	default:
-		errs = append(errs, fmt.Errorf("invalid --image-pull-policy %q: want Always, IfNotPresent or Never", o.imagePullPolicy))
-	}
 	if o.lockTimeout < 0 || o.retryTimeout <= 0 {
 		errs = append(errs, errors.New("--lock-timeout and --retry-timeout must be positive"))
-	}
-	if o.binary == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("find this executable for --binary: %w", err))
-		}
-		o.binary = exe
-	}
-	if o.binary != "" {
-		abs, err := filepath.Abs(o.binary)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("--binary: %w", err))
-		}
-		o.binary = abs
 	}
 	return errors.Join(errs...)
 }
@@ -244,18 +212,11 @@ func (o *installOptions) run(ctx context.Context, w io.Writer) error {
 		}
 	}
 	in := &installer.Installer{
-		Layout:    o.layout,
-		Source:    o.source(client, log),
-		Validator: gatewayValidator(validationOptions(o.proxyArgs)),
-		Strict:    o.strict,
-		Render: installer.RenderOptions{
-			Binary:            o.binary,
-			Image:             o.image,
-			ImagePullPolicy:   corev1.PullPolicy(o.imagePullPolicy),
-			ProxyArgs:         o.proxyArgs,
-			MonitorArgs:       o.monitorArgs,
-			MonitorKubeconfig: o.monitorKubeconfig,
-		},
+		Layout:      o.layout,
+		Source:      o.source(client, log),
+		Validator:   gatewayValidator(validationOptions(o.render.ProxyArgs)),
+		Strict:      o.strict,
+		Render:      o.render,
 		Revision:    o.revision,
 		LockTimeout: o.lockTimeout,
 		NoPublish:   o.noPublish,

@@ -76,8 +76,8 @@ func TestInstallOptionsParse(t *testing.T) {
 					t.Fatalf("layout %+v", o.layout)
 				}
 				exe, _ := os.Executable()
-				if o.binary != exe || !filepath.IsAbs(o.binary) {
-					t.Fatalf("binary %q, want this executable %q", o.binary, exe)
+				if o.render.Binary != exe || !filepath.IsAbs(o.render.Binary) {
+					t.Fatalf("binary %q, want this executable %q", o.render.Binary, exe)
 				}
 			},
 		},
@@ -89,11 +89,11 @@ func TestInstallOptionsParse(t *testing.T) {
 				if !reflect.DeepEqual(o.configMaps, []string{"a", "b", "c"}) || !reflect.DeepEqual(o.optionalSecrets, []string{"s"}) {
 					t.Fatalf("configmaps %v optional secrets %v", o.configMaps, o.optionalSecrets)
 				}
-				if !reflect.DeepEqual(o.proxyArgs, []string{"--upstreams=a,b", "--x"}) || !reflect.DeepEqual(o.monitorArgs, []string{"--timeout=1s"}) {
-					t.Fatalf("proxy args %v monitor args %v", o.proxyArgs, o.monitorArgs)
+				if !reflect.DeepEqual(o.render.ProxyArgs, []string{"--upstreams=a,b", "--x"}) || !reflect.DeepEqual(o.render.MonitorArgs, []string{"--timeout=1s"}) {
+					t.Fatalf("proxy args %v monitor args %v", o.render.ProxyArgs, o.render.MonitorArgs)
 				}
-				if !filepath.IsAbs(o.binary) || !strings.HasSuffix(o.binary, "/bin/revgate") {
-					t.Fatalf("binary %q not made absolute", o.binary)
+				if !filepath.IsAbs(o.render.Binary) || !strings.HasSuffix(o.render.Binary, "/bin/revgate") {
+					t.Fatalf("binary %q not made absolute", o.render.Binary)
 				}
 			},
 		},
