@@ -84,6 +84,10 @@ type Controller struct {
 	reported     map[eventKey]string
 	nodeAddr     string
 	noAddrLogged bool
+
+	// onSync, when set, is called after every sync of a loop with its
+	// outcome; tests wait on it.
+	onSync func(loop string, err error)
 }
 
 type verdictKey struct {
@@ -211,6 +215,9 @@ func (c *Controller) loop(ctx context.Context, name string, d *debouncer, sync f
 		b.Reset()
 		for {
 			err := c.safely(ctx, sync)
+			if c.onSync != nil {
+				c.onSync(name, err)
+			}
 			if err == nil {
 				break
 			}
