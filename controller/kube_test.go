@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -29,6 +30,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/yaml"
 
 	"github.com/revgate/revgate/installer"
 	"github.com/revgate/revgate/internal/kubetest"
@@ -499,4 +501,21 @@ func createTLSSecret(t *testing.T, e *env, name string, crt, key []byte) {
 	if _, err := e.c.client.CoreV1().Secrets(e.ns).Create(e.ctx(), s, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+var metav1Create = metav1.CreateOptions{}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// readPod parses a pod manifest.
+func readPod(path string) (*corev1.Pod, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var pod corev1.Pod
+	if err := yaml.Unmarshal(data, &pod); err != nil {
+		return nil, err
+	}
+	return &pod, nil
 }

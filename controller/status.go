@@ -126,7 +126,9 @@ func liveObjects(sel *Selection) map[model.ObjectRef]liveObject {
 
 // objectEvents records an Event on every broken, excluded and backfilled
 // object of the served revision, once per object and message: a
-// controller watching the same state records nothing more.
+// controller watching the same state records nothing more. An object gets
+// one Event: backfilled (whose message names the error), else broken, else
+// excluded.
 func (c *Controller) objectEvents(served *servedRevision, sel *Selection) {
 	live := liveObjects(sel)
 	seen := map[eventKey]bool{}
