@@ -16,15 +16,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/revgate/revgate/installer"
 	"github.com/revgate/revgate/proxy/config"
 )
 
@@ -59,6 +59,10 @@ type informerCache struct {
 	log    *slog.Logger
 	resync time.Duration
 	notify func(changeKind)
+	// ctx is the context of every list and watch call, done when the
+	// informers stop: a watch lives as long as they run.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	classFactory informers.SharedInformerFactory
 	classes      cache.SharedIndexInformer
@@ -71,23 +75,99 @@ type informerCache struct {
 }
 
 type namespaceInformers struct {
-	factory    informers.SharedInformerFactory
-	dynFactory dynamicinformer.DynamicSharedInformerFactory
-	ingresses  cache.SharedIndexInformer
-	services   cache.SharedIndexInformer
-	slices     cache.SharedIndexInformer
-	secrets    cache.SharedIndexInformer
-	irs        cache.SharedIndexInformer
+	ns        string
+	factory   informers.SharedInformerFactory
+	ingresses cache.SharedIndexInformer
+	services  cache.SharedIndexInformer
+	slices    cache.SharedIndexInformer
+	secrets   cache.SharedIndexInformer
+	irs       cache.SharedIndexInformer
 }
 
 var _ Cache = (*informerCache)(nil)
+
+// listFunc and watchFunc are a resource's list and watch calls.
+type (
+	listFunc  func(context.Context, metav1.ListOptions) (runtime.Object, error)
+	watchFunc func(context.Context, metav1.ListOptions) (watch.Interface, error)
+)
+
+// Retries of a list or watch call while the API server is away.
+const (
+	patientInitial = 100 * time.Millisecond
+	patientMax     = time.Second
+)
+
+// patient makes a ListWatch whose calls, while the API server is away
+// (connection errors, 5xx, 429), wait for it, trying again at most every
+// second, instead of failing. client-go's reflectors back off up to a
+// minute after failed calls; with these they never see the outage, and the
+// controller resyncs within a second of the server's return. Other errors
+// (403, 404, 410) are returned at once, as are calls after the informers
+// stopped.
+func (c *informerCache) patient(list listFunc, watchFn watchFunc) *cache.ListWatch {
+	retry := func(what string, call func(ctx context.Context) error) error {
+		wait, warned := patientInitial, false
+		for {
+			err := call(c.ctx)
+			if err == nil || !installer.Retriable(err) || c.ctx.Err() != nil {
+				return err
+			}
+			if !warned {
+				warned = true
+				c.log.Warn("the API server is away; waiting for it", "call", what, "err", err)
+			}
+			select {
+			case <-c.ctx.Done():
+				return err
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, patientMax)
+		}
+	}
+	return &cache.ListWatch{
+		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+			var out runtime.Object
+			err := retry("list", func(ctx context.Context) (err error) {
+				out, err = list(ctx, o)
+				return err
+			})
+			return out, err
+		},
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			var out watch.Interface
+			err := retry("watch", func(ctx context.Context) (err error) {
+				out, err = watchFn(ctx, o)
+				return err
+			})
+			return out, err
+		},
+	}
+}
+
+// informer makes a factory's informer for obj from list and watch calls.
+func (c *informerCache) informer(f informers.SharedInformerFactory, obj runtime.Object, indexers cache.Indexers, list listFunc, watchFn watchFunc) cache.SharedIndexInformer {
+	if indexers == nil {
+		indexers = cache.Indexers{}
+	}
+	return f.InformerFor(obj, func(_ kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return cache.NewSharedIndexInformer(c.patient(list, watchFn), obj, resync, indexers)
+	})
+}
+
+// namespaced is the namespace index every namespaced informer has.
+var namespaced = cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
 
 // newInformerCache sets up the informers (nothing runs before start).
 // namespaces empty watches every namespace.
 func newInformerCache(client kubernetes.Interface, dyn dynamic.Interface, namespaces []string, resync time.Duration, log *slog.Logger, notify func(changeKind)) (*informerCache, error) {
 	c := &informerCache{client: client, dyn: dyn, log: log, resync: resync, notify: notify, sets: map[string]*namespaceInformers{}}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.classFactory = informers.NewSharedInformerFactory(client, resync)
-	c.classes = c.classFactory.Networking().V1().IngressClasses().Informer()
+	classes := client.NetworkingV1().IngressClasses()
+	c.classes = c.informer(c.classFactory, &networkingv1.IngressClass{}, nil,
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return classes.List(ctx, o) },
+		classes.Watch)
 	if err := c.watch(c.classes, changeStructure, false); err != nil {
 		return nil, err
 	}
@@ -95,32 +175,51 @@ func newInformerCache(client kubernetes.Interface, dyn dynamic.Interface, namesp
 		namespaces = []string{metav1.NamespaceAll}
 	}
 	for _, ns := range namespaces {
-		s := &namespaceInformers{
-			factory:    informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithNamespace(ns)),
-			dynFactory: dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, resync, ns, nil),
-		}
-		s.ingresses = s.factory.Networking().V1().Ingresses().Informer()
-		s.services = s.factory.Core().V1().Services().Informer()
+		s := &namespaceInformers{ns: ns, factory: informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithNamespace(ns))}
+		ings := client.NetworkingV1().Ingresses(ns)
+		s.ingresses = c.informer(s.factory, &networkingv1.Ingress{}, namespaced,
+			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return ings.List(ctx, o) },
+			ings.Watch)
+		svcs := client.CoreV1().Services(ns)
+		s.services = c.informer(s.factory, &corev1.Service{}, namespaced,
+			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return svcs.List(ctx, o) },
+			svcs.Watch)
 		// Only TLS Secrets: the gateway reads no other kind, and the
 		// controller should not hold every Secret of the cluster in memory.
-		s.secrets = s.factory.InformerFor(&corev1.Secret{}, func(cl kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-			return coreinformers.NewFilteredSecretInformer(cl, ns, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, func(o *metav1.ListOptions) {
-				o.FieldSelector = fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS)).String()
+		secs := client.CoreV1().Secrets(ns)
+		tlsOnly := func(o metav1.ListOptions) metav1.ListOptions {
+			o.FieldSelector = fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS)).String()
+			return o
+		}
+		s.secrets = c.informer(s.factory, &corev1.Secret{}, namespaced,
+			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return secs.List(ctx, tlsOnly(o))
+			},
+			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return secs.Watch(ctx, tlsOnly(o))
 			})
-		})
-		// Only slices linked to a Service.
-		s.slices = s.factory.InformerFor(&discoveryv1.EndpointSlice{}, func(cl kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-			return discoveryinformers.NewFilteredEndpointSliceInformer(cl, ns, resync, cache.Indexers{
-				cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
-				indexByService: func(obj any) ([]string, error) {
-					sl, ok := obj.(*discoveryv1.EndpointSlice)
-					if !ok || sl.Labels[labelServiceName] == "" {
-						return nil, nil
-					}
-					return []string{sl.Namespace + "/" + sl.Labels[labelServiceName]}, nil
-				},
-			}, func(o *metav1.ListOptions) { o.LabelSelector = labelServiceName })
-		})
+		// Only slices linked to a Service, indexed by it.
+		sls := client.DiscoveryV1().EndpointSlices(ns)
+		linked := func(o metav1.ListOptions) metav1.ListOptions {
+			o.LabelSelector = labelServiceName
+			return o
+		}
+		s.slices = c.informer(s.factory, &discoveryv1.EndpointSlice{}, cache.Indexers{
+			cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
+			indexByService: func(obj any) ([]string, error) {
+				sl, ok := obj.(*discoveryv1.EndpointSlice)
+				if !ok || sl.Labels[labelServiceName] == "" {
+					return nil, nil
+				}
+				return []string{sl.Namespace + "/" + sl.Labels[labelServiceName]}, nil
+			},
+		},
+			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return sls.List(ctx, linked(o))
+			},
+			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return sls.Watch(ctx, linked(o))
+			})
 		for _, w := range []struct {
 			inf  cache.SharedIndexInformer
 			kind changeKind
@@ -194,6 +293,10 @@ func metaOf(obj any) (metav1.Object, error) {
 // start runs the informers and waits until their caches are filled (or ctx
 // is done). IngressRoutes are watched when their CRD is served.
 func (c *informerCache) start(ctx context.Context) error {
+	go func() {
+		<-ctx.Done()
+		c.cancel()
+	}()
 	c.classFactory.Start(ctx.Done())
 	for _, s := range c.sets {
 		s.factory.Start(ctx.Done())
@@ -226,11 +329,14 @@ func (c *informerCache) startIngressRoutes(ctx context.Context) (bool, error) {
 	}
 	var synced []cache.InformerSynced
 	for _, s := range c.sets {
-		inf := s.dynFactory.ForResource(IngressRouteResource).Informer()
+		irs := c.dyn.Resource(IngressRouteResource).Namespace(s.ns)
+		inf := c.informer(s.factory, &unstructured.Unstructured{}, namespaced,
+			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return irs.List(ctx, o) },
+			irs.Watch)
 		if err := c.watch(inf, changeStructure, true); err != nil {
 			return false, err
 		}
-		s.dynFactory.Start(ctx.Done())
+		s.factory.Start(ctx.Done())
 		synced = append(synced, inf.HasSynced)
 		s.irs = inf
 	}

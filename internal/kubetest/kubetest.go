@@ -258,8 +258,8 @@ func start() (*Server, error) {
 	return s, nil
 }
 
-// StopAPIServer stops the shared kube-apiserver (etcd keeps running), as an
-// outage: clients get connection errors until StartAPIServer. The test
+// StopAPIServer kills the shared kube-apiserver (etcd keeps running), as
+// an outage: clients get connection errors until StartAPIServer. The test
 // must not run in parallel with others of its package that use the server.
 func StopAPIServer(t testing.TB) {
 	t.Helper()
@@ -269,7 +269,10 @@ func StopAPIServer(t testing.TB) {
 	if s.api == nil {
 		return
 	}
-	stopProcess(s.api)
+	// A kill, not a graceful shutdown: the server goes away at once, as in a
+	// crash, and its watches break without a goodbye.
+	_ = syscall.Kill(-s.api.Process.Pid, syscall.SIGKILL)
+	_ = s.api.Wait()
 	s.api = nil
 }
 
