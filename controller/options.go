@@ -70,7 +70,8 @@ type Options struct {
 	Config config.Options
 	// Kubeconfig is the kubeconfig file (--kubeconfig); empty: in-cluster.
 	Kubeconfig string
-	// NodeName is this node (--node-name; default the host name): Events
+	// NodeName is this node (--node-name; the flag defaults to the host
+	// name; required): Events
 	// about revisions go on the mirror pod <target>-<node>, and without a
 	// publish address the node's address is published in Ingress status.
 	NodeName string
@@ -100,6 +101,9 @@ type Options struct {
 // rendering flags are registered by the command with the installer's.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.setDefaults()
+	if o.NodeName == "" {
+		o.NodeName, _ = os.Hostname()
+	}
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file of the cluster (default: the in-cluster configuration)")
 	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "this node's name: revision Events go on the mirror pod <target>-<node name>, and its address is published when --publish-address is empty")
 	fs.StringVar(&o.IngressClass, "ingress-class", o.IngressClass, "ingress class served (also handed to the rendered proxy)")
@@ -115,9 +119,6 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 }
 
 func (o *Options) setDefaults() {
-	if o.NodeName == "" {
-		o.NodeName, _ = os.Hostname()
-	}
 	if o.IngressClass == "" {
 		o.IngressClass = config.DefaultIngressClass
 	}
