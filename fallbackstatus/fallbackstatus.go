@@ -7,7 +7,10 @@
 // startup-monitor.static-pods.openshift.io/fallback-{for-revision,reason,message}
 // plus revgate's revgate.io/fallback-{time,attempt,to-revision} and
 // revgate.io/next-retry. A pod without fallback-for-revision carries no
-// fallback. The package has no dependency beyond the annotation keys and
+// fallback. A fallback written by OpenShift's own startup monitor (library-go)
+// carries only the three OpenShift annotations, possibly without a reason;
+// Parse reads it too, and its reason as Unknown, as OpenShift's operators
+// report it. The package has no dependency beyond the annotation keys and
 // apimachinery's Condition type, so operators can import it cheaply.
 package fallbackstatus
 
@@ -31,6 +34,10 @@ const (
 	ReasonAsExpected = "AsExpected"
 )
 
+// ReasonUnknown is the reason of a fallback whose fallback-reason annotation
+// is missing or empty, as OpenShift's static-pod operators report it.
+const ReasonUnknown = "Unknown"
+
 // ErrMalformed is wrapped by every error of Parse.
 var ErrMalformed = errors.New("malformed fallback annotation")
 
@@ -40,7 +47,7 @@ type Fallback struct {
 	// ForRevision is the revision that failed; always set.
 	ForRevision int `json:"forRevision"`
 	// Reason is machine-readable (NeverStartedUp, CrashLooping, Unhealthy,
-	// NotReady, DependencyUnhealthy).
+	// NotReady, DependencyUnhealthy); ReasonUnknown when not given.
 	Reason string `json:"reason"`
 	// Message is for humans, possibly multi-line.
 	Message string `json:"message"`
@@ -73,7 +80,7 @@ func Parse(annotations map[string]string) (*Fallback, error) {
 		return nil, err
 	}
 	if f.Reason == "" {
-		return nil, fmt.Errorf("%w: %s is empty", ErrMalformed, revisions.AnnotationFallbackReason)
+		f.Reason = ReasonUnknown
 	}
 	if v, ok := annotations[revisions.AnnotationFallbackAttempt]; ok {
 		if f.Attempt, err = positive(revisions.AnnotationFallbackAttempt, v); err != nil {
@@ -150,8 +157,17 @@ var Keys = []string{
 	revisions.AnnotationNextRetry,
 }
 
+// WrittenByRevgate reports whether revgate's startup monitor wrote the
+// fallback: it always adds its revgate.io/ annotations, which OpenShift's
+// startup monitor does not. Only then does a missing next-retry mean that the
+// failed revision is not retried.
+func (f *Fallback) WrittenByRevgate() bool {
+	return !f.Time.IsZero() || f.Attempt > 0 || f.ToRevision > 0 || f.NextRetry != nil
+}
+
 // Summary is one line for humans, e.g. "revision 5 failed with NotReady,
-// serving revision 4; retry at 2026-11-22T01:00:00Z".
+// serving revision 4; retry at 2026-11-22T01:00:00Z". Of a fallback revgate
+// did not write, it says nothing of retries: it cannot know them.
 func (f *Fallback) Summary() string {
 	s := fmt.Sprintf("revision %d failed with %s", f.ForRevision, f.Reason)
 	if f.Attempt > 1 {
@@ -162,9 +178,10 @@ func (f *Fallback) Summary() string {
 	} else {
 		s += ", serving the previous revision"
 	}
-	if f.NextRetry != nil {
+	switch {
+	case f.NextRetry != nil:
 		s += "; retry at " + f.NextRetry.UTC().Format(time.RFC3339)
-	} else {
+	case f.WrittenByRevgate():
 		s += "; not retried"
 	}
 	return s

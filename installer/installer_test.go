@@ -202,7 +202,7 @@ func TestInstallRefusesEscapingKeys(t *testing.T) {
 	}
 }
 
-func TestLocalSourceSkipsHiddenEntries(t *testing.T) {
+func TestLocalSourceSkipsHiddenEntriesAndGoFiles(t *testing.T) {
 	files := map[string]string{
 		".git/HEAD":                           "ref",
 		".swp":                                "x",
@@ -210,12 +210,18 @@ func TestLocalSourceSkipsHiddenEntries(t *testing.T) {
 		"configmaps/routes/..data/k":          "x",
 		"configmaps/routes/.ingress.yaml.swp": "x",
 		"configmaps/routes/ingress.yaml":      "kind: Ingress\n",
+		// The examples folder holds the Go package embedding it.
+		"examples.go":               "package examples\n",
+		"configmaps/routes/main.go": "a key of a ConfigMap, kept",
 	}
 	cfg, err := (&installer.LocalSource{Dir: sourceDir(t, files), Logger: quiet}).Load(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := installertest.Files{"configmaps/routes/ingress.yaml": []byte("kind: Ingress\n")}
+	want := installertest.Files{
+		"configmaps/routes/ingress.yaml": []byte("kind: Ingress\n"),
+		"configmaps/routes/main.go":      []byte("a key of a ConfigMap, kept"),
+	}
 	if got := installertest.FilesOf(cfg); !reflect.DeepEqual(got, want) {
 		t.Fatalf("loaded %v", got)
 	}

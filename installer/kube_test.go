@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -223,4 +224,50 @@ func TestRetriable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// With Revision set, the source reads OpenShift's revisioned copies
+// <name>-<N> and installs them under <name>, as library-go's installer lays
+// them out.
+func TestKubeSourceRevisionedNames(t *testing.T) {
+	ctx := context.Background()
+	admin := clientFor(t, kubetest.Config(t))
+	ns := "installer-revisioned"
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"7", "8"} {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "routes-" + n}, Data: map[string]string{"ingress.yaml": "revision " + n + "\n"}}
+		if _, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds-7"}, Data: map[string][]byte{"token": []byte("seven")}}
+	if _, err := admin.CoreV1().Secrets(ns).Create(ctx, sec, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	src := func(rev int) *installer.KubeSource {
+		return &installer.KubeSource{Client: admin, Namespace: ns, Revision: rev, ConfigMaps: []string{"routes"},
+			Secrets: []string{"creds"}, OptionalConfigMaps: []string{"extra"}, NewBackOff: fastBackOff(time.Second), Logger: quiet}
+	}
+	t.Run("revision 7", func(t *testing.T) {
+		l := installertest.TempLayout(t)
+		in := newInstaller(l, src(7))
+		in.Revision = 7
+		if _, err := in.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want := installertest.Files{"configmaps/routes/ingress.yaml": []byte("revision 7\n"), "secrets/creds/token": []byte("seven")}
+		if n, err := installertest.Check(l, want); err != nil || n != 7 {
+			t.Fatalf("published %d: %v", n, err)
+		}
+	})
+	t.Run("revision 8 lacks its secret", func(t *testing.T) {
+		in := newInstaller(installertest.TempLayout(t), src(8))
+		in.Revision = 8
+		_, err := in.Run(ctx)
+		if !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), ns+"/creds-8") {
+			t.Fatalf("want NotFound naming %s/creds-8, got %v", ns, err)
+		}
+	})
 }

@@ -27,6 +27,11 @@ type KubeSource struct {
 	ConfigMaps, Secrets []string
 	// OptionalConfigMaps and OptionalSecrets are skipped when NotFound.
 	OptionalConfigMaps, OptionalSecrets []string
+	// Revision, when positive, reads every object named <name> above as
+	// <name>-<Revision>, the revisioned copy OpenShift's revision controller
+	// makes (library-go's installer reads the same), and installs it as
+	// <name>; default 0 reads the names as given.
+	Revision int
 	// RetryTimeout bounds the retries of each read; default DefaultRetryTimeout.
 	RetryTimeout time.Duration
 	// NewBackOff makes the backoff of one read; default exponential from
@@ -78,10 +83,18 @@ func (s *KubeSource) logger() *slog.Logger {
 	return l.With("component", "installer")
 }
 
+// apiName is the name of the object read for name: see Revision.
+func (s *KubeSource) apiName(name string) string {
+	if s.Revision > 0 {
+		return fmt.Sprintf("%s-%d", name, s.Revision)
+	}
+	return name
+}
+
 func (s *KubeSource) loadConfigMap(ctx context.Context, c *Config, name string, optional bool) error {
 	var data map[string][]byte
-	err := s.get(ctx, "ConfigMap", name, func(ctx context.Context) error {
-		cm, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Get(ctx, name, metav1.GetOptions{})
+	err := s.get(ctx, "ConfigMap", s.apiName(name), func(ctx context.Context) error {
+		cm, err := s.Client.CoreV1().ConfigMaps(s.Namespace).Get(ctx, s.apiName(name), metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -95,11 +108,11 @@ func (s *KubeSource) loadConfigMap(ctx context.Context, c *Config, name string, 
 		return nil
 	})
 	if err != nil {
-		return s.missing(err, "ConfigMap", name, optional)
+		return s.missing(err, "ConfigMap", s.apiName(name), optional)
 	}
 	for _, k := range sortedKeys(data) {
 		if err := c.AddConfigMapKey(name, k, data[k]); err != nil {
-			return fmt.Errorf("configmap %s/%s: %w", s.Namespace, name, err)
+			return fmt.Errorf("configmap %s/%s: %w", s.Namespace, s.apiName(name), err)
 		}
 	}
 	return nil
@@ -107,8 +120,8 @@ func (s *KubeSource) loadConfigMap(ctx context.Context, c *Config, name string, 
 
 func (s *KubeSource) loadSecret(ctx context.Context, c *Config, name string, optional bool) error {
 	var data map[string][]byte
-	err := s.get(ctx, "Secret", name, func(ctx context.Context) error {
-		sec, err := s.Client.CoreV1().Secrets(s.Namespace).Get(ctx, name, metav1.GetOptions{})
+	err := s.get(ctx, "Secret", s.apiName(name), func(ctx context.Context) error {
+		sec, err := s.Client.CoreV1().Secrets(s.Namespace).Get(ctx, s.apiName(name), metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -116,11 +129,11 @@ func (s *KubeSource) loadSecret(ctx context.Context, c *Config, name string, opt
 		return nil
 	})
 	if err != nil {
-		return s.missing(err, "Secret", name, optional)
+		return s.missing(err, "Secret", s.apiName(name), optional)
 	}
 	for _, k := range sortedKeys(data) {
 		if err := c.AddSecretKey(name, k, data[k]); err != nil {
-			return fmt.Errorf("secret %s/%s: %w", s.Namespace, name, err)
+			return fmt.Errorf("secret %s/%s: %w", s.Namespace, s.apiName(name), err)
 		}
 	}
 	return nil

@@ -24,7 +24,8 @@ const DefaultConfigMap = "config"
 // ConfigMap "config". Symbolic links are followed. Entries whose names start
 // with a dot are skipped with a log line at every level: a .git folder, an
 // editor's swap file, or the ..data links of a mounted ConfigMap are not
-// configuration.
+// configuration. Go source files at the top are skipped too: the examples
+// folder holds the package that embeds it into the binary.
 type LocalSource struct {
 	// Dir is the source folder.
 	Dir string
@@ -38,12 +39,28 @@ func (s *LocalSource) skip(p string) bool {
 	if !strings.HasPrefix(filepath.Base(p), ".") {
 		return false
 	}
-	l := s.Logger
-	if l == nil {
-		l = slog.Default()
-	}
-	l.Info("skipping hidden entry of the source folder", "component", "installer", "path", p)
+	s.logger().Info("skipping hidden entry of the source folder", "component", "installer", "path", p)
 	return true
+}
+
+// skipTop is skip for entries at the top of the folder, which also skips
+// Go source files.
+func (s *LocalSource) skipTop(p string) bool {
+	if s.skip(p) {
+		return true
+	}
+	if filepath.Ext(p) != ".go" {
+		return false
+	}
+	s.logger().Info("skipping Go source file of the source folder", "component", "installer", "path", p)
+	return true
+}
+
+func (s *LocalSource) logger() *slog.Logger {
+	if s.Logger == nil {
+		return slog.Default()
+	}
+	return s.Logger
 }
 
 var _ Source = (*LocalSource)(nil)
@@ -65,7 +82,7 @@ func (s *LocalSource) Load(ctx context.Context) (*Config, error) {
 		}
 		name := e.Name()
 		p := filepath.Join(s.Dir, name)
-		if s.skip(p) {
+		if s.skipTop(p) {
 			continue
 		}
 		fi, err := f.Stat(p)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"sigs.k8s.io/yaml"
 
 	"github.com/revgate/revgate/fallbackstatus"
@@ -87,8 +89,9 @@ func (m *Monitor) publishFallback(ctx context.Context, decided bool) error {
 }
 
 // annotateManifest returns the pod manifest src with the fallback's
-// annotations set (and stale ones of an earlier fallback removed). The
-// manifest goes through the typed Pod so that everything else is kept.
+// annotations set (and stale ones of an earlier fallback removed) and a fresh
+// metadata.uid. The manifest goes through the typed Pod so that everything
+// else is kept.
 func annotateManifest(src []byte, fb *fallbackstatus.Fallback) ([]byte, error) {
 	var pod corev1.Pod
 	if err := yaml.Unmarshal(src, &pod); err != nil {
@@ -103,12 +106,20 @@ func annotateManifest(src []byte, fb *fallbackstatus.Fallback) ([]byte, error) {
 	for k, v := range fb.Annotations() {
 		pod.Annotations[k] = v
 	}
+	pod.UID = freshUID()
 	out, err := yaml.Marshal(&pod)
 	if err != nil {
 		return nil, fmt.Errorf("encode pod manifest: %w", err)
 	}
 	return out, nil
 }
+
+// freshUID is a new random metadata.uid for a manifest put back, as
+// OpenShift's startup monitor sets one. The kubelet names a static pod by its
+// uid (a hash of the file when it has none), and the manifest put back is
+// often the very file it ran before: under the old uid, the kubelet does not
+// stop the failed pod and start this one as it stops and starts two pods.
+func freshUID() types.UID { return uuid.NewUUID() }
 
 // RetryDelay is the wait before rolling a failed revision out again after
 // its attempt-th rollout failed: initial, doubling with each attempt, capped

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/yaml"
 )
@@ -18,6 +19,8 @@ var (
 	ErrNoLastKnownGood = errors.New("no last-known-good revision")
 	// ErrNoManifest: a manifest file does not exist.
 	ErrNoManifest = errors.New("manifest not found")
+	// ErrNoInstallTime: a manifest has no usable revgate.io/installed-at.
+	ErrNoInstallTime = errors.New("no install time annotation")
 	// ErrNoRevisionLabel: a manifest has no usable revision label.
 	ErrNoRevisionLabel = errors.New("manifest has no revision label")
 )
@@ -109,6 +112,20 @@ func RevisionLabelOf(data []byte, name string) (int, error) {
 		return 0, fmt.Errorf("%s: revision label %q: %w", name, v, ErrNoRevisionLabel)
 	}
 	return n, nil
+}
+
+// InstalledAtOf reads the AnnotationInstalledAt time from manifest bytes;
+// name is used in errors.
+func InstalledAtOf(data []byte, name string) (time.Time, error) {
+	var m manifestMeta
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		return time.Time{}, fmt.Errorf("parse %s: %w", name, err)
+	}
+	t, err := time.Parse(time.RFC3339, m.Metadata.Annotations[AnnotationInstalledAt])
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s: %w", name, ErrNoInstallTime)
+	}
+	return t, nil
 }
 
 // LastKnownGood returns the revision the last-known-good link points at. It

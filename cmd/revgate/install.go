@@ -21,6 +21,7 @@ import (
 	"github.com/revgate/revgate/monitor"
 	"github.com/revgate/revgate/proxy/config"
 	"github.com/revgate/revgate/proxy/model"
+	"github.com/revgate/revgate/proxy/server"
 	"github.com/revgate/revgate/revisions"
 )
 
@@ -45,6 +46,7 @@ type installOptions struct {
 	secrets            []string
 	optionalConfigMaps []string
 	optionalSecrets    []string
+	revisionedNames    bool
 	retryTimeout       time.Duration
 
 	revision    int
@@ -61,19 +63,32 @@ func (o *installOptions) addFlags(cmd *cobra.Command) {
 	fs.IntVar(&o.revision, "revision", 0, "revision to install (default: highest installed + 1)")
 
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster to read ConfigMaps and Secrets from and record Events in")
-	host, _ := os.Hostname()
-	fs.StringVar(&o.nodeName, "node-name", host, "node name; Events are recorded on the mirror pod <target>-<node name>")
+	fs.StringVar(&o.nodeName, "node-name", defaultNodeName(), "node name; Events are recorded on the mirror pod <target>-<node name> (default $NODE_NAME, else the host name)")
 	fs.StringVar(&o.namespace, "namespace", "", "namespace of the ConfigMaps and Secrets")
 	fs.StringSliceVar(&o.configMaps, "configmaps", nil, "ConfigMaps to install (comma-separated, repeatable)")
 	fs.StringSliceVar(&o.secrets, "secrets", nil, "Secrets to install (comma-separated, repeatable)")
 	fs.StringSliceVar(&o.optionalConfigMaps, "optional-configmaps", nil, "ConfigMaps to install when they exist")
 	fs.StringSliceVar(&o.optionalSecrets, "optional-secrets", nil, "Secrets to install when they exist")
+	fs.BoolVar(&o.revisionedNames, "revisioned-names", false, "read every ConfigMap and Secret named <name> as <name>-<revision>, the copies OpenShift's revision controller makes, and install it as <name> (needs --revision)")
 	fs.DurationVar(&o.retryTimeout, "retry-timeout", installer.DefaultRetryTimeout, "how long to retry a Kubernetes read failing with a connection error, 5xx or 429")
 
 	o.render.AddFlags(fs)
 	fs.DurationVar(&o.lockTimeout, "lock-timeout", revisions.DefaultLockTimeout, "how long to wait for the lock")
 	fs.BoolVar(&o.strict, "strict", false, "refuse the configuration on validation warnings too")
 	fs.BoolVar(&o.noPublish, "no-publish", false, "write the revision but do not publish its manifests")
+	addFlagAliases(fs, installFlagAliases)
+}
+
+// installFlagAliases are library-go installer flags spelled differently from
+// revgate's with the same meaning. Its other flags either have revgate's
+// spelling already (--kubeconfig, --revision, --namespace, --configmaps,
+// --secrets, --optional-configmaps, --optional-secrets, --resource-dir) or
+// mean something revgate does not do (--pod reads the pod from a ConfigMap,
+// revgate renders it; --timeout-duration bounds the whole install; --cert-dir
+// and --cert-* copy certificates outside revisions).
+var installFlagAliases = map[string]string{
+	"pod-manifest-dir":        "manifests-dir",
+	"pod-manifests-lock-file": "lock-file",
 }
 
 func (o *installOptions) validate() error {
@@ -107,6 +122,16 @@ func (o *installOptions) validate() error {
 	}
 	if o.revision < 0 {
 		errs = append(errs, fmt.Errorf("invalid --revision %d", o.revision))
+	}
+	if o.revisionedNames && (!kube || o.revision == 0) {
+		errs = append(errs, errors.New("--revisioned-names needs the Kubernetes source and --revision: the names read are <name>-<revision>"))
+	}
+	// Listeners sharing an address would be a crash loop (or, worse, mixed
+	// answers) on the node: refuse to render such a proxy pod.
+	if _, listeners, ok := parseProxyArgs(o.render.ProxyArgs); ok {
+		if err := listeners.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("--proxy-arg: %w", err))
+		}
 	}
 	if o.lockTimeout < 0 || o.retryTimeout <= 0 {
 		errs = append(errs, errors.New("--lock-timeout and --retry-timeout must be positive"))
@@ -142,7 +167,7 @@ func (o *installOptions) source(client kubernetes.Interface, log *slog.Logger) i
 	if o.sourceDir != "" {
 		return &installer.LocalSource{Dir: o.sourceDir, Logger: log}
 	}
-	return &installer.KubeSource{
+	src := &installer.KubeSource{
 		Logger:             log,
 		Client:             client,
 		Namespace:          o.namespace,
@@ -152,6 +177,10 @@ func (o *installOptions) source(client kubernetes.Interface, log *slog.Logger) i
 		OptionalSecrets:    o.optionalSecrets,
 		RetryTimeout:       o.retryTimeout,
 	}
+	if o.revisionedNames {
+		src.Revision = o.revision
+	}
+	return src
 }
 
 // validationOptions are the proxy's configuration options as the rendered
@@ -161,17 +190,28 @@ func (o *installOptions) source(client kubernetes.Interface, log *slog.Logger) i
 // do not parse (a test may hand the proxy a bad flag on purpose) leave the
 // defaults, and the monitor judges what the proxy makes of them.
 func validationOptions(proxyArgs []string) config.Options {
-	var opts config.Options
+	opts, _, _ := parseProxyArgs(proxyArgs)
+	return opts
+}
+
+// parseProxyArgs reads the configuration and listener flags out of the
+// rendered proxy's arguments; ok is false (and the defaults are returned)
+// when they do not parse.
+func parseProxyArgs(proxyArgs []string) (opts config.Options, listeners server.ListenerFlags, ok bool) {
 	fs := pflag.NewFlagSet("proxy", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.ParseErrorsAllowlist.UnknownFlags = true
 	opts.AddFlags(fs)
+	listeners.AddFlags(fs)
 	if err := fs.Parse(proxyArgs); err != nil {
-		opts = config.Options{}
-		opts.AddFlags(pflag.NewFlagSet("defaults", pflag.ContinueOnError))
+		opts, listeners = config.Options{}, server.ListenerFlags{}
+		defaults := pflag.NewFlagSet("defaults", pflag.ContinueOnError)
+		opts.AddFlags(defaults)
+		listeners.AddFlags(defaults)
+		return opts, listeners, false
 	}
 	opts.Dirs, opts.LastKnownGoodDir = nil, ""
-	return opts
+	return opts, listeners, true
 }
 
 // gatewayValidator checks a staged configuration with the same loader and
@@ -254,7 +294,12 @@ func newInstallCommand() *cobra.Command {
 highest installed + 1) under <resource-dir>/<target>-pod-<N>/ together with the
 rendered operand and startup-monitor static-pod manifests, and publishes both
 manifests into the manifests dir. Everything happens under the target's lock;
-a crash at any point leaves the previous state or the complete new revision.`,
+a crash at any point leaves the previous state or the complete new revision.
+
+For OpenShift-style command lines, --pod-manifest-dir and
+--pod-manifests-lock-file are accepted for --manifests-dir and --lock-file,
+--node-name defaults to $NODE_NAME, and --revisioned-names reads the
+revisioned copies <name>-<revision> of the ConfigMaps and Secrets.`,
 		Args: cobra.NoArgs,
 		RunE: runE(o),
 	}

@@ -30,7 +30,7 @@ func TestInstallFlags(t *testing.T) {
 		"configmaps": "[]", "secrets": "[]", "optional-configmaps": "[]", "optional-secrets": "[]",
 		"termination-log": "", "binary": "", "image": "revgate:latest", "image-pull-policy": "IfNotPresent",
 		"proxy-arg": "[]", "monitor-arg": "[]", "lock-timeout": "2m0s", "strict": "false", "no-publish": "false",
-		"retry-timeout": "1m0s", "node-name": hostname(),
+		"retry-timeout": "1m0s", "node-name": defaultNodeName(),
 	}
 	for name, def := range defaults {
 		f := cmd.Flags().Lookup(name)
@@ -42,11 +42,6 @@ func TestInstallFlags(t *testing.T) {
 			t.Errorf("--%s default %q, want %q", name, f.DefValue, def)
 		}
 	}
-}
-
-func hostname() string {
-	h, _ := os.Hostname()
-	return h
 }
 
 func TestInstallOptionsParse(t *testing.T) {
@@ -149,13 +144,8 @@ func TestInstallAndPruneCommands(t *testing.T) {
 		LockFile: filepath.Join(root, "gw.lock"), TerminationLog: filepath.Join(root, "log", "termination.log"),
 	}.Defaulted()
 
-	bad := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(bad, "secrets", "tls"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(bad, "secrets", "tls", "tls.key"), []byte("not a key"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	// A broken TLS Secret that an Ingress uses.
+	bad := writeSource(t, map[string]string{"secrets/tls/tls.key": "not a key", "web.yaml": webTLSIngress("tls")})
 	out, err := runCommand(t, append([]string{"install", "--source-dir=" + bad, "--termination-log=" + l.TerminationLog}, layoutArgs(l)...)...)
 	if err == nil || !strings.Contains(err.Error(), "secrets/tls") {
 		t.Fatalf("bad configuration: want a refusal naming secrets/tls, got %v\n%s", err, out)
@@ -197,6 +187,115 @@ func TestInstallAndPruneCommands(t *testing.T) {
 	listing, err := l.List(revisions.OS())
 	if err != nil || !reflect.DeepEqual(listing.Revisions, []int{3, 4}) {
 		t.Fatalf("after prune %v %v", listing.Revisions, err)
+	}
+}
+
+// writeSource writes a local source folder.
+func writeSource(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for rel, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// webTLSIngress is a Service and an Ingress terminating TLS with secret.
+func webTLSIngress(secret string) string {
+	return `apiVersion: v1
+kind: Service
+metadata:
+  name: web
+  namespace: default
+spec:
+  ports:
+  - port: 80
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: web
+  namespace: default
+spec:
+  ingressClassName: revgate
+  tls:
+  - hosts: [web.example]
+    secretName: ` + secret + `
+  rules:
+  - host: web.example
+    http:
+      paths:
+      - path: /
+        pathType: Prefix
+        backend:
+          service:
+            name: web
+            port:
+              number: 80
+`
+}
+
+// Secrets are not all TLS. Opaque Secrets are installed (0600) and never
+// refused; a TLS Secret that does not validate refuses the install only when
+// a route uses it, and is a warning otherwise. Before, secrets/creds/token
+// was refused with "data[tls.crt]: missing certificate".
+func TestInstallSecretsAreNotAllTLS(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		files    map[string]string
+		refused  string
+		warning  string
+		wantKeys []string
+	}{
+		{name: "opaque", files: map[string]string{"secrets/creds/token": "t0ken", "secrets/creds/user": "me"},
+			wantKeys: []string{"secrets/creds/token", "secrets/creds/user"}},
+		{name: "broken TLS no route uses", files: map[string]string{"secrets/tls/tls.crt": "not a certificate", "secrets/creds/token": "t0ken"},
+			warning: "secrets/tls: Secret/default/tls: data[tls.key]: missing private key; no route references", wantKeys: []string{"secrets/tls/tls.crt", "secrets/creds/token"}},
+		{name: "broken TLS an Ingress uses", files: map[string]string{"secrets/tls/tls.crt": "not a certificate", "secrets/tls/tls.key": "x", "web.yaml": webTLSIngress("tls")},
+			refused: "secrets/tls: Secret/default/tls: data[tls.crt]: invalid key pair"},
+		{name: "opaque Secret an Ingress uses for TLS", files: map[string]string{"secrets/creds/token": "t0ken", "web.yaml": webTLSIngress("creds")},
+			refused: `Ingress/default/web: spec.tls[0].secretName: secret default/creds: secret of type "Opaque"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			l := revisions.Layout{Target: "gw", ResourceDir: filepath.Join(root, "res"), ManifestsDir: filepath.Join(root, "man"),
+				LockFile: filepath.Join(root, "gw.lock"), TerminationLog: filepath.Join(root, "termination.log")}.Defaulted()
+			out, err := runCommand(t, append([]string{"install", "--source-dir=" + writeSource(t, tc.files), "--termination-log=" + l.TerminationLog,
+				"--binary=/usr/bin/revgate"}, layoutArgs(l)...)...)
+			if tc.refused != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.refused) {
+					t.Fatalf("want a refusal with %q, got %v\n%s", tc.refused, err, out)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("install: %v\n%s", err, out)
+			}
+			if tc.warning != "" && !strings.Contains(out, "warning: "+tc.warning) {
+				t.Errorf("output lacks the warning %q:\n%s", tc.warning, out)
+			}
+			want := installertest.Files{}
+			for rel, content := range tc.files {
+				if strings.HasPrefix(rel, "secrets/") {
+					want[rel] = []byte(content)
+				}
+			}
+			// Check also proves every secret key is 0600.
+			if n, err := installertest.Check(l, want); err != nil || n != 1 {
+				t.Fatalf("published %d: %v", n, err)
+			}
+			for _, k := range tc.wantKeys {
+				if _, ok := want[k]; !ok {
+					t.Errorf("%s not installed", k)
+				}
+			}
+		})
 	}
 }
 
@@ -257,6 +356,75 @@ func TestInstallCommandFromKubernetes(t *testing.T) {
 		}
 	}
 	t.Fatalf("no %s event on kgw-node-a among %d events", installer.EventRevisionInstalled, len(evs.Items))
+}
+
+// TestInstallSecretsFromKubernetes reads Secrets with client-go from a real
+// API server: an Opaque Secret is installed 0600, a kubernetes.io/tls Secret
+// whose key pair does not parse is a warning while no route uses it and
+// refuses the install once one does.
+func TestInstallSecretsFromKubernetes(t *testing.T) {
+	ctx := context.Background()
+	client, err := kubernetes.NewForConfig(kubetest.Config(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := "install-secrets"
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	svc := "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: default\nspec:\n  ports:\n  - port: 80\n"
+	for _, obj := range []any{
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "plain"}, Data: map[string]string{"web.yaml": svc}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "tls-routes"}, Data: map[string]string{"web.yaml": webTLSIngress("tls")}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds"}, Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"token": []byte("t0ken")}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "tls"}, Type: corev1.SecretTypeTLS,
+			Data: map[string][]byte{"tls.crt": []byte("not a certificate"), "tls.key": []byte("not a key")}},
+	} {
+		switch o := obj.(type) {
+		case *corev1.ConfigMap:
+			_, err = client.CoreV1().ConfigMaps(ns).Create(ctx, o, metav1.CreateOptions{})
+		case *corev1.Secret:
+			_, err = client.CoreV1().Secrets(ns).Create(ctx, o, metav1.CreateOptions{})
+		}
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name, configMap string
+		refused         string
+	}{
+		{name: "no route uses the broken Secret", configMap: "plain"},
+		{name: "an Ingress uses it", configMap: "tls-routes", refused: "secrets/tls: Secret/default/tls: data[tls.crt]: invalid key pair"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			l := revisions.Layout{Target: "kgw", ResourceDir: filepath.Join(root, "res"), ManifestsDir: filepath.Join(root, "man"), LockFile: filepath.Join(root, "lock")}.Defaulted()
+			out, err := runCommand(t, append([]string{"install", "--kubeconfig=" + kubetest.Kubeconfig(t), "--namespace=" + ns,
+				"--configmaps=" + tc.configMap, "--secrets=creds,tls", "--node-name=node-a", "--binary=/usr/bin/revgate"}, layoutArgs(l)...)...)
+			if tc.refused != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.refused) {
+					t.Fatalf("want a refusal with %q, got %v\n%s", tc.refused, err, out)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("install: %v\n%s", err, out)
+			}
+			if !strings.Contains(out, "warning: secrets/tls: Secret/default/tls: data[tls.crt]: invalid key pair") {
+				t.Errorf("no warning about the broken Secret:\n%s", out)
+			}
+			want := installertest.Files{
+				"configmaps/plain/web.yaml": []byte(svc),
+				"secrets/creds/token":       []byte("t0ken"),
+				"secrets/tls/tls.crt":       []byte("not a certificate"),
+				"secrets/tls/tls.key":       []byte("not a key"),
+			}
+			if n, err := installertest.Check(l, want); err != nil || n != 1 {
+				t.Fatalf("published %d: %v", n, err)
+			}
+		})
+	}
 }
 
 func TestValidationOptionsFollowProxyArgs(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -48,7 +47,11 @@ last-known-good revision and the monitor removes its own manifest and exits.
 When it never starts, crash-loops, is unhealthy or never ready within
 --fallback-timeout, the last-known-good revision is published again with
 fallback annotations; Unhealthy, NotReady and DependencyUnhealthy revisions
-are rolled out again after an exponential backoff.`,
+are rolled out again after an exponential backoff.
+
+OpenShift's startup-monitor spellings --fallback-timeout-duration,
+--target-name and --installer-lock-file are accepted for --fallback-timeout,
+--target and --lock-file; --node-name defaults to $NODE_NAME.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
@@ -62,7 +65,6 @@ are rolled out again after an exponential backoff.`,
 }
 
 func (o *monitorOptions) addFlags(fs *pflag.FlagSet) {
-	host, _ := os.Hostname()
 	fs.IntVar(&o.revision, "revision", 0, "revision to watch (required)")
 	addLayoutFlags(fs, &o.layout, withLock|withTerminationLog)
 	fs.StringVar(&o.healthzURL, "healthz-url", monitor.DefaultHealthzURL, "operand's healthz endpoint")
@@ -74,9 +76,20 @@ func (o *monitorOptions) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.retryInitial, "retry-initial", monitor.DefaultRetryInitial, "first wait before a failed revision is rolled out again")
 	fs.DurationVar(&o.retryMax, "retry-max", monitor.DefaultRetryMax, "longest wait between retries")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig: check the mirror pod and record Events on it")
-	fs.StringVar(&o.nodeName, "node-name", host, "node name; the mirror pod is <pod name>-<node name>")
+	fs.StringVar(&o.nodeName, "node-name", defaultNodeName(), "node name; the mirror pod is <pod name>-<node name> (default $NODE_NAME, else the host name)")
 	fs.StringVar(&o.namespace, "namespace", "kube-system", "namespace of the mirror pod")
 	fs.DurationVar(&o.lockTimeout, "lock-timeout", revisions.DefaultLockTimeout, "longest wait for the lock")
+	addFlagAliases(fs, monitorFlagAliases)
+}
+
+// monitorFlagAliases are library-go startup-monitor flags spelled
+// differently from revgate's with the same meaning. --kubeconfig, --revision,
+// --resource-dir, --manifests-dir and --node-name are spelled alike;
+// --log-file-path has no counterpart (revgate logs to stderr or journald).
+var monitorFlagAliases = map[string]string{
+	"fallback-timeout-duration": "fallback-timeout",
+	"target-name":               "target",
+	"installer-lock-file":       "lock-file",
 }
 
 func (o *monitorOptions) validate() error {

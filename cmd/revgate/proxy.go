@@ -16,6 +16,7 @@ import (
 	"github.com/revgate/revgate/internal/rawflag"
 	"github.com/revgate/revgate/proxy/config"
 	"github.com/revgate/revgate/proxy/model"
+	"github.com/revgate/revgate/proxy/route"
 	"github.com/revgate/revgate/proxy/server"
 	"github.com/revgate/revgate/proxy/upstream"
 	"github.com/revgate/revgate/revisions"
@@ -33,6 +34,9 @@ const (
 type proxyOptions struct {
 	config         config.Options
 	server         server.Options
+	listeners      server.ListenerFlags
+	escapedSlashes string
+	mergeSlashes   bool
 	terminationLog string
 	gcPercent      int
 	logLevel       string
@@ -42,9 +46,9 @@ func (o *proxyOptions) addFlags(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	o.config.AddFlags(fs)
 	fs.IntVar(&o.config.Revision, "revision", 0, "revision being served, stamped into the termination log, admin headers and metrics")
-	fs.StringVar(&o.server.HTTPAddr, "http-addr", server.DefaultHTTPAddr, "plain HTTP listener address (empty disables)")
-	fs.StringVar(&o.server.HTTPSAddr, "https-addr", server.DefaultHTTPSAddr, "HTTPS listener address; certificates by SNI, handshakes without a matching certificate fail (empty disables)")
-	fs.StringVar(&o.server.AdminAddr, "admin-addr", server.DefaultAdminAddr, "admin listener address for /healthz, /readyz, /metrics and /debug (empty disables)")
+	o.listeners.AddFlags(fs)
+	fs.StringVar(&o.escapedSlashes, "escaped-slashes", string(route.EscapedSlashesReject), "what %2F, %5C and '\\' in a request path do: reject (400), keep (as data inside a segment; only for upstreams that never decode them) or unescape (into '/')")
+	fs.BoolVar(&o.mergeSlashes, "merge-slashes", true, "merge repeated slashes in request paths before routing and forwarding")
 	fs.StringVar(&o.terminationLog, "termination-log", defaultTerminationLog, "file the start and failure-exit records are appended to (empty disables)")
 	fs.DurationVar(&o.server.DrainTimeout, "drain-timeout", server.DefaultDrainTimeout, "how long in-flight requests may finish after SIGTERM")
 	fs.DurationVar(&o.server.ShutdownDelay, "shutdown-delay", server.DefaultShutdownDelay, "how long to keep serving, not ready, after SIGTERM before closing listeners (negative: none)")
@@ -55,6 +59,7 @@ func (o *proxyOptions) addFlags(cmd *cobra.Command) {
 	fs.DurationVar(&o.server.Transport.DialTimeout, "upstream-dial-timeout", 5*time.Second, "limit for connecting to an upstream endpoint (502 beyond)")
 	fs.DurationVar(&o.server.Transport.ResponseHeaderTimeout, "upstream-response-header-timeout", 60*time.Second, "limit for an upstream's response headers (504 beyond)")
 	fs.IntVar(&o.server.Transport.MaxIdleConnsPerHost, "upstream-max-idle-conns", 256, "idle keep-alive connections kept per upstream endpoint")
+	fs.Int64Var(&o.server.Transport.MaxResponseHeaderBytes, "upstream-max-response-header-bytes", upstream.DefaultMaxResponseHeaderBytes, "largest upstream response header block accepted (502 beyond)")
 	fs.IntVar(&o.gcPercent, "gc-percent", defaultGCPercent, "Go garbage collector target percentage (GOGC); GOMEMLIMIT still applies")
 	fs.BoolVar(&o.server.Pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the admin listener")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -65,8 +70,16 @@ func (o *proxyOptions) validate() error {
 	if err := o.config.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if o.server.HTTPAddr == "" && o.server.HTTPSAddr == "" {
+	if o.listeners.HTTP == "" && o.listeners.HTTPS == "" {
 		errs = append(errs, errors.New("no listener: --http-addr and --https-addr are both empty"))
+	}
+	if err := o.listeners.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	switch route.EscapedSlashes(o.escapedSlashes) {
+	case route.EscapedSlashesReject, route.EscapedSlashesKeep, route.EscapedSlashesUnescape:
+	default:
+		errs = append(errs, fmt.Errorf("invalid --escaped-slashes %q: want reject, keep or unescape", o.escapedSlashes))
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(o.logLevel)); err != nil {
@@ -83,6 +96,8 @@ func (o *proxyOptions) run(ctx context.Context) error {
 	slog.SetDefault(log)
 	debug.SetGCPercent(o.gcPercent)
 	so := o.server
+	so.HTTPAddr, so.HTTPSAddr, so.AdminAddr = o.listeners.HTTP, o.listeners.HTTPS, o.listeners.Admin
+	so.Paths = route.PathOptions{EscapedSlashes: route.EscapedSlashes(o.escapedSlashes), KeepRepeatedSlashes: !o.mergeSlashes}
 	so.Notifier = server.SystemdNotifier{Logger: log}
 	so.WatchdogInterval = server.SystemdWatchdogInterval()
 	return server.Process{

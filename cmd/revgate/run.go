@@ -26,7 +26,6 @@ import (
 // Defaults of `revgate run`.
 const (
 	defaultRunRoot            = ".run"
-	defaultRunSource          = "examples"
 	defaultRunFallbackTimeout = 60 * time.Second
 	defaultRunRetryInitial    = 2 * time.Minute
 	// defaultHTTPURL and defaultAdminURL are where the proxy serves with its
@@ -40,6 +39,9 @@ const (
 	runStopGrace = 45 * time.Second
 	// demoManifestName is the demo upstreams' file in the manifests dir.
 	demoManifestName = "demo-upstreams.yaml"
+	// defaultRunSource is installed as revision 1 when it is a folder and
+	// --source is not given; otherwise the embedded examples are.
+	defaultRunSource = "examples"
 )
 
 // runSuperviseArgs restart crashed containers sooner than on a server, so
@@ -50,8 +52,16 @@ var runSuperviseArgs = []string{"--backoff-initial=1s", "--backoff-max=30s"}
 type runOptions struct {
 	// root is the local folder holding everything; default .run.
 	root string
-	// source is the configuration installed as revision 1; default examples.
+	// source is the configuration installed as revision 1; default
+	// ./examples when it exists, else the embedded example configuration
+	// written to <root>/examples. resolveSource fills it in.
 	source string
+	// embedded is set by resolveSource when source is the embedded copy.
+	embedded bool
+	// demoPorts are the loopback ports of the demo upstreams, one per
+	// demo.DefaultUpstreams; default 9081 and 9082. The embedded example
+	// configuration is written pointing at them.
+	demoPorts []int
 	// target is the target name; default revgate.
 	target string
 	// httpAddr and adminAddr override the proxy's listen addresses; empty
@@ -78,13 +88,14 @@ type runOptions struct {
 func (o *runOptions) addFlags(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVar(&o.root, "root", defaultRunRoot, "local folder for revisions, manifests, the lock and logs")
-	fs.StringVar(&o.source, "source", defaultRunSource, "configuration folder installed as revision 1 when no revision exists yet")
+	fs.StringVar(&o.source, "source", "", "configuration folder installed as revision 1 when no revision exists yet (default: ./examples when it exists, else the example configuration built into revgate, written to <root>/examples)")
 	fs.StringVar(&o.target, "target", revisions.DefaultTarget, "target name")
 	fs.StringVar(&o.httpAddr, "http-addr", "", "proxy HTTP listen address (default: the proxy's, :8080)")
 	fs.StringVar(&o.adminAddr, "admin-addr", "", "proxy admin listen address (default: the proxy's, 127.0.0.1:9901)")
 	fs.DurationVar(&o.fallbackTimeout, "fallback-timeout", defaultRunFallbackTimeout, "how long the startup monitor gives a new revision before falling back")
 	fs.DurationVar(&o.retryInitial, "retry-initial", defaultRunRetryInitial, "first retry delay of a revision that failed for a retried reason")
-	fs.BoolVar(&o.demo, "demo", true, "run the demo upstreams on 127.0.0.1:9081 and :9082 that the example configuration points at")
+	fs.BoolVar(&o.demo, "demo", true, "run the demo upstreams that the example configuration points at (see --demo-ports)")
+	fs.IntSliceVar(&o.demoPorts, "demo-ports", demoDefaultPorts(), "loopback ports of the two demo upstreams; the built-in example configuration is written pointing at them")
 	fs.StringVar(&o.logFile, "log-file", "", `file for the supervisor's and the pods' logs (default <root>/log/revgate.log; "-" for stderr)`)
 	fs.BoolVar(&o.tcpMigrate, "tcp-migrate-req", true, "set net.ipv4.tcp_migrate_req=1 when permitted, so replacing the proxy drops no queued connection")
 	fs.StringArrayVar(&o.superviseArgs, "supervise-arg", nil, "extra argument of revgate supervise (repeatable)")
@@ -99,6 +110,10 @@ func (o *runOptions) validate() error {
 	if o.fallbackTimeout <= 0 || o.retryInitial <= 0 {
 		errs = append(errs, errors.New("--fallback-timeout and --retry-initial must be positive"))
 	}
+	if err := o.validateDemoPorts(); err != nil {
+		errs = append(errs, err)
+	}
+	o.resolveSource()
 	for name, addr := range map[string]string{"--http-addr": o.httpAddr, "--admin-addr": o.adminAddr} {
 		if addr == "" {
 			continue
@@ -230,7 +245,7 @@ func (o *runOptions) run(ctx context.Context, out io.Writer) error {
 
 	demoPath := filepath.Join(l.ManifestsDir, demoManifestName)
 	if o.demo {
-		if err := publishIfChanged(demoPath, o.binary); err != nil {
+		if err := publishIfChanged(demoPath, o.binary, o.demoUpstreams()); err != nil {
 			return err
 		}
 	} else if err := revisions.OS().RemoveFile(demoPath); err != nil {
@@ -245,14 +260,19 @@ func (o *runOptions) run(ctx context.Context, out io.Writer) error {
 // process.
 func (o *runOptions) checkPortsFree() error {
 	httpURL, adminURL := o.urls()
-	for _, u := range []string{httpURL, adminURL} {
-		addr := strings.TrimPrefix(u, "http://")
+	addrs := []string{strings.TrimPrefix(httpURL, "http://"), strings.TrimPrefix(adminURL, "http://")}
+	if o.demo {
+		for _, u := range o.demoUpstreams() {
+			addrs = append(addrs, u.Addr)
+		}
+	}
+	for _, addr := range addrs {
 		c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond)
 		if err != nil {
 			continue
 		}
 		c.Close()
-		return fmt.Errorf("%s is already served by another process (a revgate run left over?); stop it or choose other --http-addr and --admin-addr", addr)
+		return fmt.Errorf("%s is already served by another process (a revgate run left over?); stop it or choose other --http-addr, --admin-addr or --demo-ports", addr)
 	}
 	return nil
 }
@@ -276,6 +296,12 @@ func (o *runOptions) installFirst(ctx context.Context, l revisions.Layout, out, 
 		fmt.Fprintf(out, "resuming %s: revisions %s installed, %s published, last-known-good %s\n",
 			o.root, joinInts(listing.Revisions), published, lkg)
 		return nil
+	}
+	if o.embedded {
+		if err := writeExamples(o.source, o.demoPorts); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "no ./examples here: wrote the example configuration built into revgate to %s\n", o.source)
 	}
 	src, err := filepath.Abs(o.source)
 	if err != nil {
@@ -368,8 +394,8 @@ func (o *runOptions) openLog() (io.Writer, func(), error) {
 
 // publishIfChanged writes the demo upstreams' pod manifest unless the file
 // already holds it, so a resumed run does not restart them.
-func publishIfChanged(path, binary string) error {
-	data, err := demo.PodManifest(binary, demo.DefaultUpstreams)
+func publishIfChanged(path, binary string, ups []demo.Upstream) error {
+	data, err := demo.PodManifest(binary, ups)
 	if err != nil {
 		return err
 	}
@@ -433,16 +459,25 @@ revgate is running (%s)
   admin     %s   (/readyz?verbose, /debug/config/routes, /debug/config/fallback)
   logs      %s
 
-Install the next revision (edit a copy of %s first):
+Install the next revision (edit %s first):
   %s install --source-dir %s %s
 
 See revisions, the last-known-good one, fallbacks and retries:
   %s status%s --resource-dir %s --manifests-dir %s
 
 Ctrl-C stops everything; running this again resumes without reinstalling.
-`, state, httpURL, adminURL, logFile, o.source,
+`, state, httpURL, adminURL, logFile, o.editHint(),
 		self, o.source, strings.Join(o.installArgs(l), " "),
 		self, targetFlag, l.ResourceDir, l.ManifestsDir)
+}
+
+// editHint says what to edit for the next revision: the copy written from
+// the embedded examples is the user's own; another folder is better copied.
+func (o *runOptions) editHint() string {
+	if o.embedded {
+		return o.source
+	}
+	return "a copy of " + o.source
 }
 
 func joinInts(ns []int) string {
@@ -462,7 +497,11 @@ func newRunCommand() *cobra.Command {
 manifests/, the lock and log/), installs --source as revision 1 when no
 revision exists yet, publishes the demo upstreams, and supervises the
 manifests dir: the gateway, its startup monitor and the demo upstreams run as
-host processes. Install further revisions with the printed command; the
+host processes. Without --source it installs ./examples when that folder
+exists, and otherwise the example configuration built into revgate, written
+to <root>/examples with the demo upstreams at --demo-ports; so it works from
+any folder, and beside other servers with --http-addr, --admin-addr and
+--demo-ports. Install further revisions with the printed command; the
 startup monitor falls back to the last-known-good revision when one fails.
 Ctrl-C stops everything; running it again on the same root resumes.`,
 		Args: cobra.NoArgs,

@@ -2,9 +2,15 @@ package main
 
 import (
 	"net"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/revgate/revgate/demo"
+	"github.com/revgate/revgate/proxy/config"
 )
 
 func TestRunInstallArgs(t *testing.T) {
@@ -64,10 +70,13 @@ func TestRunValidate(t *testing.T) {
 		o    runOptions
 		ok   bool
 	}{
-		{"good", runOptions{root: ".run", fallbackTimeout: time.Second, retryInitial: time.Second}, true},
-		{"no root", runOptions{fallbackTimeout: time.Second, retryInitial: time.Second}, false},
-		{"zero timeout", runOptions{root: ".run", retryInitial: time.Second}, false},
-		{"bad address", runOptions{root: ".run", fallbackTimeout: time.Second, retryInitial: time.Second, adminAddr: "9901"}, false},
+		{"good", runOptions{root: ".run", fallbackTimeout: time.Second, retryInitial: time.Second, demoPorts: []int{9081, 9082}}, true},
+		{"no root", runOptions{fallbackTimeout: time.Second, retryInitial: time.Second, demoPorts: []int{9081, 9082}}, false},
+		{"zero timeout", runOptions{root: ".run", retryInitial: time.Second, demoPorts: []int{9081, 9082}}, false},
+		{"bad address", runOptions{root: ".run", fallbackTimeout: time.Second, retryInitial: time.Second, adminAddr: "9901", demoPorts: []int{9081, 9082}}, false},
+		{"one demo port", runOptions{root: ".run", fallbackTimeout: time.Second, retryInitial: time.Second, demoPorts: []int{9081}}, false},
+		{"demo port twice", runOptions{root: ".run", fallbackTimeout: time.Second, retryInitial: time.Second, demoPorts: []int{9081, 9081}}, false},
+		{"demo port out of range", runOptions{root: ".run", fallbackTimeout: time.Second, retryInitial: time.Second, demoPorts: []int{9081, 70000}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.o.validate(); (err == nil) != tc.ok {
@@ -97,5 +106,79 @@ func TestRunCheckPortsFree(t *testing.T) {
 	ln.Close()
 	if err := (&runOptions{httpAddr: free(), adminAddr: busy}).checkPortsFree(); err != nil {
 		t.Fatalf("free addresses: %v", err)
+	}
+}
+
+// Without --source, run installs ./examples when the folder exists (a
+// checkout), and otherwise the embedded copy written under the root: before,
+// `revgate run` outside the repository failed with "open examples: no such
+// file or directory".
+func TestRunResolveSource(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		source       string
+		haveExamples bool
+		want         string
+		embedded     bool
+	}{
+		{name: "given", source: "mine", haveExamples: true, want: "mine"},
+		{name: "checkout", haveExamples: true, want: "examples"},
+		{name: "empty folder", want: filepath.Join(".run", "examples"), embedded: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Chdir(t.TempDir())
+			if tc.haveExamples {
+				if err := os.Mkdir("examples", 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			o := &runOptions{root: ".run", source: tc.source}
+			o.resolveSource()
+			if o.source != tc.want || o.embedded != tc.embedded {
+				t.Fatalf("source %q embedded %v, want %q %v", o.source, o.embedded, tc.want, tc.embedded)
+			}
+		})
+	}
+}
+
+// The embedded examples written with other demo ports are served by the
+// upstreams at those ports, and nothing points at the default ones.
+func TestWriteExamplesMovesDemoPorts(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ports []int
+	}{
+		{"defaults", demoDefaultPorts()},
+		{"moved", []int{19081, 19082}},
+		{"swapped", []int{9082, 9081}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "examples")
+			if err := writeExamples(dir, tc.ports); err != nil {
+				t.Fatal(err)
+			}
+			snap, err := config.Build(config.Options{Dirs: []string{dir}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(snap.Errors()) > 0 {
+				t.Fatalf("problems: %+v", snap.Problems)
+			}
+			o := &runOptions{demoPorts: tc.ports}
+			var addrs []string
+			for _, u := range o.demoUpstreams() {
+				addrs = append(addrs, u.Addr)
+			}
+			// web → upstream-1, web-v2 → upstream-2, as in the examples.
+			for key, want := range map[string]string{"shop/web:80": addrs[0], "shop/web-v2:80": addrs[1], "team-a/api:8080": addrs[1], "team-a/api-v2:8080": addrs[0]} {
+				b := snap.Backends[key]
+				if b == nil || !slices.Equal(b.Endpoints, []string{want}) {
+					t.Errorf("backend %s: %+v, want endpoints [%s]", key, b, want)
+				}
+			}
+			if tc.name == "defaults" && !slices.Equal(addrs, []string{demo.DefaultUpstreams[0].Addr, demo.DefaultUpstreams[1].Addr}) {
+				t.Errorf("default demo upstreams %v", addrs)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 
@@ -9,11 +10,14 @@ import (
 
 	"github.com/revgate/revgate/proxy/config"
 	"github.com/revgate/revgate/proxy/model"
+	"github.com/revgate/revgate/proxy/server"
 )
 
 // validateOptions are the flags of `revgate validate`.
 type validateOptions struct {
 	config config.Options
+	// listeners are checked as the proxy checks them at start.
+	listeners server.ListenerFlags
 	// strict counts warnings as errors; default false.
 	strict bool
 	// output is "text" (default) or "json".
@@ -22,6 +26,7 @@ type validateOptions struct {
 
 func (o *validateOptions) addFlags(cmd *cobra.Command) {
 	o.config.AddFlags(cmd.Flags())
+	o.listeners.AddFlags(cmd.Flags())
 	cmd.Flags().BoolVar(&o.strict, "strict", false, "count warnings as errors")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 }
@@ -30,7 +35,7 @@ func (o *validateOptions) validate() error {
 	if o.output != "text" && o.output != "json" {
 		return fmt.Errorf("invalid output format %q: want text or json", o.output)
 	}
-	return o.config.Validate()
+	return errors.Join(o.config.Validate(), o.listeners.Validate())
 }
 
 // validateFailed is returned when the configuration has errors; exit status 1
@@ -86,7 +91,8 @@ func newValidateCommand() *cobra.Command {
 		Long: `Validate loads gateway configuration folders (revision folders or plain
 folders of YAML/JSON files) exactly as revgate proxy does and prints every
 problem, one per line: file, object, field and message. It exits 1 when there
-is an error, or a warning with --strict.`,
+is an error, or a warning with --strict. The listener flags (--http-addr,
+--https-addr, --admin-addr) are checked as the proxy checks them at start.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.config.Dirs = append(o.config.Dirs, args...)
 			if err := o.validate(); err != nil {

@@ -11,6 +11,8 @@
 #
 # Environment: ROUNDS (3), DURATION (8s), CONNECTIONS (64), THREADS (2),
 # REVGATE_BIN (a prebuilt revgate; default: go build ./cmd/revgate),
+# BASELINE_BIN (another revgate binary, e.g. built from main, measured in the
+# same rounds as "revgate baseline" to show what a change costs),
 # KEEP_WORKDIR=1 keeps the temporary folder.
 set -euo pipefail
 
@@ -55,7 +57,21 @@ build() {
 	else
 		(cd "$top" && go build -o "$work/revgate" ./cmd/revgate)
 	fi
+	if [ -n "${BASELINE_BIN:-}" ]; then
+		cp "$BASELINE_BIN" "$work/revgate-baseline"
+	fi
 	(cd "$top" && go build -o "$work/upstream" ./hack/bench/upstream)
+}
+
+# targets: name, process name prefix and port base of every measured target.
+targets() {
+	echo "upstream direct|upstream|190"
+	echo "revgate|revgate|1910"
+	[ -z "${BASELINE_BIN:-}" ] || echo "revgate baseline|revgate-baseline|1912"
+	echo "revgate weighted+hc|revgate-weighted|1911"
+	echo "nginx|nginx|1920"
+	echo "haproxy|haproxy|1930"
+	echo "caddy|caddy|1940"
 }
 
 # Ports: upstream 19000; per target: <base>1 for 1 route, <base>2 for 1,000.
@@ -264,14 +280,20 @@ start_all() {
 			--http-addr "127.0.0.1:1910$s" --https-addr "" --admin-addr "127.0.0.1:1915$s"
 		start "revgate-weighted-$n" "$work/revgate" proxy --config-dir "$work/revgate-weighted-$n" --termination-log "" \
 			--http-addr "127.0.0.1:1911$s" --https-addr "" --admin-addr "127.0.0.1:1916$s"
+		if [ -n "${BASELINE_BIN:-}" ]; then
+			start "revgate-baseline-$n" "$work/revgate-baseline" proxy --config-dir "$work/revgate-$n" --termination-log "" \
+				--http-addr "127.0.0.1:1912$s" --https-addr "" --admin-addr "127.0.0.1:1917$s"
+		fi
 		start "nginx-$n" nginx -c "$work/nginx-$n/nginx.conf"
 		start "haproxy-$n" haproxy -f "$work/haproxy-$n/haproxy.cfg"
 		XDG_DATA_HOME="$work/caddy-$n" XDG_CONFIG_HOME="$work/caddy-$n" \
 			start "caddy-$n" caddy run --config "$work/caddy-$n/Caddyfile" --adapter caddyfile
 	done
-	local t
-	for t in upstream:19000 revgate-1:19101 revgate-$ROUTES:19102 revgate-weighted-1:19111 revgate-weighted-$ROUTES:19112 nginx-1:19201 nginx-$ROUTES:19202 \
-		haproxy-1:19301 haproxy-$ROUTES:19302 caddy-1:19401 caddy-$ROUTES:19402; do
+	local t waits=(upstream:19000)
+	while IFS='|' read -r _ proc base; do
+		[ "$proc" = upstream ] || waits+=("$proc-1:${base}1" "$proc-$ROUTES:${base}2")
+	done < <(targets)
+	for t in "${waits[@]}"; do
 		local port=${t##*:} ok=0
 		for _ in $(seq 100); do
 			if curl -fs -o /dev/null -H 'Host: bench.local' "http://127.0.0.1:$port/svc0999/x"; then ok=1; break; fi
@@ -330,19 +352,21 @@ main() {
 	start_all
 	sleep 2
 	declare -A rss
-	for t in upstream revgate revgate-weighted nginx haproxy caddy; do
-		if [ "$t" = upstream ]; then rss[$t]=$(rss_mb upstream); else rss[$t]=$(rss_mb "$t-1"); fi
-	done
+	local name proc base
+	while IFS='|' read -r name proc base; do
+		if [ "$proc" = upstream ]; then rss[$proc]=$(rss_mb upstream); else rss[$proc]=$(rss_mb "$proc-1"); fi
+	done < <(targets)
 	: >"$work/results.tsv"
 	for round in $(seq "$ROUNDS"); do
 		for n in 1 $ROUTES; do
 			local s=$([ "$n" = 1 ] && echo 1 || echo 2)
-			measure "$round" "upstream direct" "$n" 19000 upstream
-			measure "$round" revgate "$n" "1910$s" "revgate-$n"
-			measure "$round" "revgate weighted+hc" "$n" "1911$s" "revgate-weighted-$n"
-			measure "$round" nginx "$n" "1920$s" "nginx-$n"
-			measure "$round" haproxy "$n" "1930$s" "haproxy-$n"
-			measure "$round" caddy "$n" "1940$s" "caddy-$n"
+			while IFS='|' read -r name proc base; do
+				if [ "$proc" = upstream ]; then
+					measure "$round" "$name" "$n" 19000 upstream
+				else
+					measure "$round" "$name" "$n" "$base$s" "$proc-$n"
+				fi
+			done < <(targets)
 		done
 	done
 	report
@@ -360,20 +384,20 @@ report() {
 	echo
 	echo "| target | rps 1 route | p99 ms 1 route | rps $ROUTES routes | p99 ms $ROUTES routes | CPU µs/request (1 / $ROUTES routes) | RSS MB idle |"
 	echo "|---|---|---|---|---|---|---|"
-	local t
-	for t in "upstream direct" revgate "revgate weighted+hc" nginx haproxy caddy; do
-		local key=${t%% *}
-		[ "$t" = "revgate weighted+hc" ] && key=revgate-weighted
+	local t key base
+	while IFS='|' read -r t key base; do
 		printf '| %s | %.1fk | %s | %.1fk | %s | %s / %s | %s |\n' "$t" \
 			"$(awk -v v="$(col "$t" 1 4)" 'BEGIN {print v / 1000}')" "$(col "$t" 1 5)" \
 			"$(awk -v v="$(col "$t" $ROUTES 4)" 'BEGIN {print v / 1000}')" "$(col "$t" $ROUTES 5)" \
 			"$(col "$t" 1 6)" "$(col "$t" $ROUTES 6)" "${rss[$key]}"
-	done
+	done < <(targets)
 	echo
+	local pairs=(revgate:nginx revgate:caddy "revgate weighted+hc:revgate")
+	[ -z "${BASELINE_BIN:-}" ] || pairs+=("revgate:revgate baseline" "revgate baseline:nginx")
 	for n in 1 $ROUTES; do
 		# Ratios per round, then the median, as the machine's speed drifts.
 		local pair
-		for pair in revgate:nginx revgate:caddy "revgate weighted+hc:revgate"; do
+		for pair in "${pairs[@]}"; do
 			local mine=${pair%%:*} peer=${pair#*:} r
 			r=$(awk -F'\t' -v n="$n" -v m="$mine" -v p="$peer" '$3 == n && $2 == m {g[$1]=$6} $3 == n && $2 == p {q[$1]=$6}
 				END {for (k in g) if (q[k] > 0) print g[k] / q[k]}' "$work/results.tsv" | median)

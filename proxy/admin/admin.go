@@ -76,6 +76,7 @@ func NewHandler(o Options) http.Handler {
 		w.Header().Set(HeaderRevision, rev)
 		w.Header().Set(HeaderPID, pid)
 		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("Server", "revgate")
 		mux.ServeHTTP(w, r)
 	})
 }

@@ -56,7 +56,7 @@ func TestChecks(t *testing.T) {
 					t.Errorf("body %q lacks %q", b, s)
 				}
 			}
-			if resp.Header.Get(HeaderRevision) != "7" || resp.Header.Get(HeaderPID) != "42" {
+			if resp.Header.Get(HeaderRevision) != "7" || resp.Header.Get(HeaderPID) != "42" || resp.Header.Get("Server") != "revgate" {
 				t.Errorf("identity headers %v", resp.Header)
 			}
 		})

@@ -39,11 +39,15 @@ func Build(opts Options) (*model.Snapshot, error) {
 		return nil, fmt.Errorf("invalid options: %w", err)
 	}
 	b := &builder{opts: opts, fs: osFS}
+	if b.opts.ConfigTime.IsZero() {
+		b.opts.ConfigTime = b.configTime()
+	}
 	cur, problems, err := b.fs.load(opts.Dirs, opts.Namespace)
 	if err != nil {
 		return nil, err
 	}
 	snap := b.build(cur, problems)
+	snap.BuiltAt = start
 	snap.TranslationDuration = time.Since(start)
 	return snap, nil
 }
@@ -64,6 +68,20 @@ type builder struct {
 	fs   fileSystem
 	// now is the clock certificates are checked against; time.Now when nil.
 	now func() time.Time
+}
+
+// configTime resolves Options.ConfigTime when not given: the install time
+// of the revision folder Dirs[0], else now.
+func (b *builder) configTime() time.Time {
+	if l, n, ok := revisions.LayoutFromRevisionDir(b.opts.Dirs[0]); ok {
+		path := l.RevisionPodManifest(n)
+		if data, err := b.fs.readFile(path); err == nil {
+			if at, err := revisions.InstalledAtOf(data, path); err == nil {
+				return at
+			}
+		}
+	}
+	return b.clock()
 }
 
 func (b *builder) clock() time.Time {
@@ -219,7 +237,7 @@ func (b *builder) build(cur *store, loadProblems []model.Problem) *model.Snapsho
 		snap.Certificates = []model.Certificate{}
 	}
 	snap.Objects = b.statuses(cur, r1, rf, g1, f)
-	snap.Fallback = fallbackReport(mode, f)
+	snap.Fallback = fallbackReport(mode, f, cur)
 	return snap
 }
 
@@ -417,6 +435,9 @@ func (b *builder) statuses(cur *store, r1, rf *translation, g1 *graph, f *fallba
 		if why, ok := f.lkgFailed[r]; ok {
 			s.Description += "; last-known-good version not served: " + why
 		}
+		if r.Kind == kindIngressRoute {
+			s.VirtualHost, s.IsRoot = irVirtualHost(o, rf, g1, servedObject(cur, f))
+		}
 		out = append(out, s)
 	}
 	for _, r := range sortedRefs(f.backfilled) {
@@ -428,6 +449,7 @@ func (b *builder) statuses(cur *store, r1, rf *translation, g1 *graph, f *fallba
 		s.Description = "absent from this revision; needed by backfilled objects"
 		if r.Kind == kindIngressRoute {
 			s.Root = rf.ir[r].root
+			s.VirtualHost, s.IsRoot = irVirtualHost(bo, rf, g1, servedObject(cur, f))
 		}
 		out = append(out, s)
 	}
@@ -438,8 +460,9 @@ func (b *builder) statuses(cur *store, r1, rf *translation, g1 *graph, f *fallba
 // fallbackReport renders the decisions in the shape of Kong's
 // /debug/config/fallback: broken objects, excluded objects (the broken ones
 // and everything cut off with them) and backfilled objects, each with the
-// broken objects causing it.
-func fallbackReport(mode model.FallbackMode, f *fallbackState) model.FallbackReport {
+// broken objects causing it. cur is the configuration's store, for the
+// objects' uids and versions.
+func fallbackReport(mode model.FallbackMode, f *fallbackState, cur *store) model.FallbackReport {
 	rep := model.FallbackReport{
 		Status:            model.FallbackNotTriggered,
 		BrokenObjects:     []model.FallbackObject{},
@@ -450,16 +473,16 @@ func fallbackReport(mode model.FallbackMode, f *fallbackState) model.FallbackRep
 		rep.Status = model.FallbackTriggered
 	}
 	for _, r := range sortedRefs(f.broken) {
-		rep.BrokenObjects = append(rep.BrokenObjects, fallbackObject(r, nil))
+		rep.BrokenObjects = append(rep.BrokenObjects, fallbackObject(r, cur.byRef[r], false, nil))
 	}
 	if mode == model.FallbackOff {
 		return rep
 	}
 	for _, r := range sortedRefs(f.removed) {
-		rep.ExcludedObjects = append(rep.ExcludedObjects, fallbackObject(r, f.causesOf(r)))
+		rep.ExcludedObjects = append(rep.ExcludedObjects, fallbackObject(r, cur.byRef[r], true, f.causesOf(r)))
 	}
 	for _, r := range sortedRefs(f.backfilled) {
-		rep.BackfilledObjects = append(rep.BackfilledObjects, fallbackObject(r, f.causesOf(r)))
+		rep.BackfilledObjects = append(rep.BackfilledObjects, fallbackObject(r, f.backfilled[r], true, f.causesOf(r)))
 	}
 	return rep
 }

@@ -7,11 +7,18 @@
 // # Loading
 //
 // A revision folder (one holding configmaps/ or secrets/) contributes every
-// configmaps/<name>/<key> file, whatever its name, and one kubernetes.io/tls
-// Secret per secrets/<name>/ folder, named <name> in Options.Namespace;
-// the files of secrets/_objects/ hold objects, like configmaps/ files (the
-// cluster loop writes Secrets of every namespace there, 0600). Its
-// top-level files are pod manifests and are not read. A plain folder
+// configmaps/<name>/<key> file, whatever its name, and one Secret per
+// secrets/<name>/ folder, named <name> in Options.Namespace; the files of
+// secrets/_objects/ hold objects, like configmaps/ files (the cluster loop
+// writes Secrets of every namespace there, 0600). Its top-level files are
+// pod manifests and are not read.
+//
+// Secrets are not all TLS: a Secret is judged as a TLS key pair only when its
+// type is kubernetes.io/tls or, having no type (a secrets/<name>/ folder), it
+// holds tls.crt or tls.key. Other Secrets are ignored (carried, not judged).
+// A TLS Secret that does not validate is an error (breaking what uses it)
+// only when an Ingress or IngressRoute served by revgate references it, and a
+// warning otherwise. A plain folder
 // contributes its *.yaml, *.yml and *.json files; its sub-folders are not
 // read (name them with another --config-dir). Dotfiles are skipped. Files
 // hold YAML documents separated by "---", or JSON; a v1 List is unpacked.
@@ -30,7 +37,10 @@
 // of revgate is loaded. An Ingress without a class and without such a default
 // is ignored, as are Ingresses of other classes; the status says why.
 //
-// Paths must start with '/' and hold no "//". ImplementationSpecific is
+// Paths must start with '/' and hold no "//", no dot segment and no escaped
+// slash or backslash; they are kept in the canonical form request paths are
+// normalized to before matching (route.NormalizePath: unreserved escapes
+// decoded, other escapes upper-cased). ImplementationSpecific is
 // served as Prefix (element-wise). Prefix paths lose a trailing slash; an
 // empty path is "/". Hosts are lower-cased DNS names or "*." followed by one;
 // IP addresses and a lone "*" are invalid. When two Ingresses claim the same
@@ -77,7 +87,9 @@
 // Ingress and IngressRoute, EndpointSlice → Service, TLS Secret → Ingress and
 // IngressRoute, and IngressRoute → the IngressRoutes it delegates to. A
 // broken object is one with a translation error. See Build for the three
-// modes. The report follows Kong's /debug/config/fallback: excludedObjects
-// lists the broken objects themselves too, and causingObjects are rendered
-// "Kind:namespace/name".
+// modes. The report follows Kong's /debug/config/fallback field for field:
+// objects with group, kind, version (excluded and backfilled objects),
+// namespace, name and id (metadata.uid); excludedObjects lists the broken
+// objects themselves too; causingObjects are rendered
+// "group/Kind:namespace/name" with the core group written "core".
 package config

@@ -3,6 +3,8 @@ package config
 import (
 	"sort"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/revgate/revgate/proxy/model"
 )
 
@@ -113,18 +115,42 @@ func (g *graph) onlyByDelegation(r model.ObjectRef, gone map[model.ObjectRef]boo
 }
 
 // causeString renders a reference as Kong's fallback report does:
-// "Kind:namespace/name", or "Kind:name" for cluster-scoped objects.
+// "group/Kind:namespace/name" with the core group written "core", or
+// "group/Kind:name" for cluster-scoped objects.
 func causeString(r model.ObjectRef) string {
-	if r.Namespace == "" {
-		return r.Kind + ":" + r.Name
+	group := r.Group
+	if group == "" {
+		group = "core"
 	}
-	return r.Kind + ":" + r.Namespace + "/" + r.Name
+	if r.Namespace == "" {
+		return group + "/" + r.Kind + ":" + r.Name
+	}
+	return group + "/" + r.Kind + ":" + r.Namespace + "/" + r.Name
 }
 
-func fallbackObject(r model.ObjectRef, causes []model.ObjectRef) model.FallbackObject {
+// fallbackObject renders r for the report. o is the version of the object
+// reported (the last-known-good one when backfilled), for its uid and API
+// version; Kong gives the version of excluded and backfilled objects only.
+func fallbackObject(r model.ObjectRef, o *object, withVersion bool, causes []model.ObjectRef) model.FallbackObject {
 	fo := model.FallbackObject{Group: r.Group, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
+	if o != nil && o.meta != nil {
+		fo.ID = string(o.meta.UID)
+	}
+	if withVersion && o != nil {
+		fo.Version = apiVersion(o)
+	}
 	for _, c := range causes {
 		fo.CausingObjects = append(fo.CausingObjects, causeString(c))
 	}
 	return fo
+}
+
+// apiVersion is the version part of the object's apiVersion ("v1" of
+// "networking.k8s.io/v1").
+func apiVersion(o *object) string {
+	k, ok := o.obj.(interface{ GetObjectKind() schema.ObjectKind })
+	if !ok {
+		return ""
+	}
+	return k.GetObjectKind().GroupVersionKind().Version
 }

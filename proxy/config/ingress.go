@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/revgate/revgate/proxy/model"
+	"github.com/revgate/revgate/proxy/route"
 )
 
 // Annotations of the Ingress class rules.
@@ -300,7 +301,8 @@ func (t *translator) ingressPath(o *object, field string, p networkingv1.HTTPIng
 	if path == "" {
 		path = "/"
 	}
-	if err := validatePath(path); err != "" {
+	path, err := validatePath(path)
+	if err != "" {
 		t.errorf(o, field+".path", "invalid path %q: %s", p.Path, err)
 		return "", "", false
 	}
@@ -310,20 +312,26 @@ func (t *translator) ingressPath(o *object, field string, p networkingv1.HTTPIng
 	return path, pt, true
 }
 
-// validatePath returns why p is not a valid path, "" when it is.
-func validatePath(p string) string {
+// validatePath returns the canonical form of a configured path, the form
+// request paths are normalized to before matching (see route.CleanRoutePath),
+// or why p is not a valid path.
+func validatePath(p string) (string, string) {
 	switch {
 	case !strings.HasPrefix(p, "/"):
-		return "must start with '/'"
+		return "", "must start with '/'"
 	case strings.Contains(p, "//"):
-		return "must not contain consecutive '/'"
+		return "", "must not contain consecutive '/'"
 	}
 	for _, r := range p {
 		if r < 0x21 || r == 0x7f {
-			return "must not contain spaces or control characters"
+			return "", "must not contain spaces or control characters"
 		}
 	}
-	return ""
+	clean, err := route.CleanRoutePath(p)
+	if err != nil {
+		return "", err.Error()
+	}
+	return clean, ""
 }
 
 func trimPrefixPath(p string) string {

@@ -36,6 +36,13 @@ func TestIngressPaths(t *testing.T) {
 		{name: "consecutive slashes inside", pathType: "Prefix", path: "/foo///bar", wantErrField: field + ".path"},
 		{name: "space", pathType: "Prefix", path: "/a b", wantErrField: field + ".path"},
 		{name: "unknown path type", pathType: "Regex", path: "/foo", wantErrField: field + ".pathType"},
+		// Paths are matched in the form requests are normalized to.
+		{name: "dot segment", pathType: "Prefix", path: "/a/../admin", wantErrField: field + ".path"},
+		{name: "encoded dot segment", pathType: "Prefix", path: "/a/%2e%2e", wantErrField: field + ".path"},
+		{name: "dot segment with parameters", pathType: "Exact", path: "/a/..;x", wantErrField: field + ".path"},
+		{name: "encoded slash", pathType: "Prefix", path: "/a%2Fb", wantErrField: field + ".path"},
+		{name: "backslash", pathType: "Prefix", path: `/a\b`, wantErrField: field + ".path"},
+		{name: "escapes made canonical", pathType: "Prefix", path: "/%7euser/caf%c3%a9", wantPath: "/~user/caf%C3%A9", wantType: model.PathPrefix},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

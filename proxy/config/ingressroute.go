@@ -151,8 +151,10 @@ func (t *translator) irIntrinsic(o *object) bool {
 			}
 			r.Services, r.Service = r.Service, nil
 		}
-		if err := validatePath(r.Match); err != "" {
+		if clean, err := validatePath(r.Match); err != "" {
 			t.errorf(o, field+".match", "invalid match %q: %s", r.Match, err)
+		} else {
+			r.Match = clean
 		}
 		switch {
 		case r.Delegate != nil && len(r.Services) > 0:
@@ -259,8 +261,6 @@ func (t *translator) irCanaryCheck(o *object, field string, c *IngressRouteCanar
 	switch {
 	case c.Percentage != nil && c.Start != nil:
 		t.errorf(o, field, "percentage and start are exclusive")
-	case c.Percentage == nil && c.Start == nil:
-		t.errorf(o, field, "one of percentage or start is required")
 	case c.Percentage != nil && (*c.Percentage < 0 || *c.Percentage > 100):
 		t.errorf(o, field+".percentage", "%v out of range 0-100", *c.Percentage)
 	case c.Start != nil && *c.Start < 0:
@@ -435,13 +435,16 @@ func (t *translator) irCluster(o *object, field string, vh *VirtualHost, r Ingre
 			can.Steps = *c.Steps
 		}
 		if can.Hash == "" {
-			can.Hash = model.CanaryHashNone
+			can.Hash = model.CanaryHashConsumer
 		}
 		if can.ConsumerHeader == "" {
 			can.ConsumerHeader = DefaultCanaryConsumerHeader
 		}
 		if c.Percentage == nil {
-			can.Start = time.Unix(*c.Start, 0).UTC()
+			can.Start = t.opts.ConfigTime
+			if c.Start != nil {
+				can.Start = time.Unix(*c.Start, 0).UTC()
+			}
 			can.Duration = DefaultCanaryDuration
 			if c.Duration != nil {
 				can.Duration = time.Duration(*c.Duration) * time.Second

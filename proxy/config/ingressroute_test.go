@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/revgate/revgate/proxy/model"
 )
@@ -370,6 +371,8 @@ spec:
 	}
 }
 
+var canaryConfigTime = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+
 func TestIngressRouteCanary(t *testing.T) {
 	base := func(canary string) string {
 		return "apiVersion: contour.heptio.com/v1beta1\nkind: IngressRoute\nmetadata:\n  name: r\nspec:\n  virtualhost:\n    fqdn: foo.com\n  routes:\n  - match: /\n    services:\n    - {name: app, port: 80}\n    canary:\n" + indent(canary, 6)
@@ -381,7 +384,7 @@ func TestIngressRouteCanary(t *testing.T) {
 		check  func(t *testing.T, c *model.Canary)
 	}{
 		{name: "percentage with defaults", canary: "service: {name: beta, port: 80}\npercentage: 10", check: func(t *testing.T, c *model.Canary) {
-			if c.Steps != DefaultCanarySteps || c.Hash != model.CanaryHashNone || c.ConsumerHeader != "X-Consumer-ID" || *c.Percentage != 10 || c.Backend.Key != "default/beta:80" {
+			if c.Steps != DefaultCanarySteps || c.Hash != model.CanaryHashConsumer || c.ConsumerHeader != "X-Consumer-ID" || *c.Percentage != 10 || c.Backend.Key != "default/beta:80" {
 				t.Fatalf("canary %+v", c)
 			}
 		}},
@@ -399,13 +402,18 @@ func TestIngressRouteCanary(t *testing.T) {
 		{name: "zero steps", canary: "service: {name: beta, port: 80}\npercentage: 5\nsteps: 0", field: "spec.routes[0].canary.steps"},
 		{name: "header hash without header", canary: "service: {name: beta, port: 80}\npercentage: 5\nhash: header", field: "spec.routes[0].canary.hashHeader"},
 		{name: "unknown hash", canary: "service: {name: beta, port: 80}\npercentage: 5\nhash: cookie", field: "spec.routes[0].canary.hash"},
-		{name: "neither percentage nor start", canary: "service: {name: beta, port: 80}", field: "spec.routes[0].canary"},
+		{name: "neither percentage nor start starts at the configuration time", canary: "service: {name: beta, port: 80}", check: func(t *testing.T, c *model.Canary) {
+			if c.Percentage != nil || !c.Start.Equal(canaryConfigTime) || c.Duration != DefaultCanaryDuration || c.Hash != model.CanaryHashConsumer {
+				t.Fatalf("canary %+v", c)
+			}
+		}},
+		{name: "percentage and start", canary: "service: {name: beta, port: 80}\npercentage: 5\nstart: 1", field: "spec.routes[0].canary"},
 		{name: "zero duration", canary: "service: {name: beta, port: 80}\nstart: 1\nduration: 0", field: "spec.routes[0].canary.duration"},
 		{name: "missing canary service", canary: "service: {name: gamma, port: 80}\npercentage: 5", field: "spec.routes[0].canary.service.name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			snap := buildDocs(t, Options{}, service("default", "app", "http:80:80"), service("default", "beta", "http:80:80"), base(tt.canary))
+			snap := buildDocs(t, Options{ConfigTime: canaryConfigTime}, service("default", "app", "http:80:80"), service("default", "beta", "http:80:80"), base(tt.canary))
 			if tt.field != "" {
 				if !hasProblem(snap, model.SeverityError, "IngressRoute", "r", tt.field, "") {
 					t.Fatalf("want an error on %s:\n%s", tt.field, dumpProblems(snap))

@@ -125,16 +125,21 @@ type IngressRouteHealthCheck struct {
 type IngressRouteCanary struct {
 	// Service is the canary ("Service B"), in the IngressRoute's namespace; required.
 	Service IngressRouteCanaryService `json:"service"`
-	// Percentage of buckets sent to the canary, 0-100. Either Percentage or
-	// Start must be set.
+	// Percentage of buckets sent to the canary, 0-100. Without it, the
+	// canary is a timed rollout from Start over Duration.
 	Percentage *float64 `json:"percentage,omitempty"`
 	// Steps is the number of buckets; default 1000.
 	Steps *int `json:"steps,omitempty"`
-	// Start of a linear timed rollout, in seconds since the epoch.
+	// Start of a linear timed rollout, in seconds since the epoch; exclusive
+	// with Percentage. Default, as Kong's "now": Options.ConfigTime, the
+	// moment the revision was installed, so that the rollout neither restarts
+	// when the proxy does nor differs between two processes of one revision.
 	Start *int64 `json:"start,omitempty"`
 	// Duration of the timed rollout in seconds; default 3600.
 	Duration *int64 `json:"duration,omitempty"`
-	// Hash is consumer, ip, header or none; default none.
+	// Hash is consumer, ip, header or none; default consumer, as Kong's. A
+	// request without a consumer falls back to its client ip, and one without
+	// either to none (even spreading).
 	Hash string `json:"hash,omitempty"`
 	// HashHeader is the header hashed when Hash is "header"; required then.
 	HashHeader string `json:"hashHeader,omitempty"`

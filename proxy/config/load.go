@@ -204,7 +204,9 @@ func (f fileSystem) subdirs(dir string) ([]string, error) {
 	return out, nil
 }
 
-// loadSecretDir turns secrets/<name>/ into a kubernetes.io/tls Secret.
+// loadSecretDir turns secrets/<name>/ into a Secret without a type: a
+// revision carries only the keys. Translation judges it as TLS when it holds
+// tls.crt or tls.key (isTLSSecret).
 func (f fileSystem) loadSecretDir(st *store, dir, name, namespace string, problems *[]model.Problem) {
 	entries, err := f.readDir(dir)
 	if err != nil {
@@ -214,7 +216,6 @@ func (f fileSystem) loadSecretDir(st *store, dir, name, namespace string, proble
 	sec := &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: kindSecret},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
-		Type:       corev1.SecretTypeTLS,
 		Data:       map[string][]byte{},
 	}
 	for _, e := range entries {

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -44,6 +45,13 @@ type Options struct {
 	LastKnownGoodDir string
 	// Revision is stamped into Snapshot.Revision (0 when unknown).
 	Revision int
+	// ConfigTime is when the configuration counts as applied: the start of a
+	// timed canary rollout that gives none (Kong's "now"). Zero: Build takes
+	// the install time of the revision when Dirs[0] is a revision folder
+	// (revgate.io/installed-at on its operand manifest), which every process
+	// of that revision shares, restarts and retries included; else the moment
+	// Build runs.
+	ConfigTime time.Time
 }
 
 // fallbackValue adapts Options.Fallback to pflag.Value.

@@ -65,6 +65,10 @@ type translator struct {
 	out        *translation
 
 	secrets map[model.ObjectRef]*tls.Certificate
+	// badSecrets are TLS Secrets that failed validation: an error of the
+	// Secret once a route references it (see tlsSecret), a warning when
+	// nothing does.
+	badSecrets map[model.ObjectRef]*secretProblem
 	// opinions remember who set a backend's strategy and health check.
 	opinions map[string]model.ObjectRef
 	cands    []*routeCand
@@ -93,8 +97,9 @@ func translate(opts Options, now time.Time, st *store, gone map[model.ObjectRef]
 			ignored:  map[model.ObjectRef]string{},
 			ir:       map[model.ObjectRef]irOutcome{},
 		},
-		secrets:  map[model.ObjectRef]*tls.Certificate{},
-		opinions: map[string]model.ObjectRef{},
+		secrets:    map[model.ObjectRef]*tls.Certificate{},
+		badSecrets: map[model.ObjectRef]*secretProblem{},
+		opinions:   map[string]model.ObjectRef{},
 	}
 	objs := make([]*object, 0, len(st.byRef))
 	for _, o := range st.objects {
@@ -129,6 +134,7 @@ func translate(opts Options, now time.Time, st *store, gone map[model.ObjectRef]
 	t.ingresses(objs, classes)
 	t.ingressRoutes(irs)
 	t.mergeRoutes()
+	t.unreferencedSecrets()
 	return t.out
 }
 
@@ -209,11 +215,10 @@ func (t *translator) lookup(ref model.ObjectRef) (o *object, missing bool) {
 
 // --- Secrets -------------------------------------------------------------
 
+// secret validates a TLS Secret (see isTLSSecret); other Secrets are not
+// revgate's to judge and are ignored. A TLS Secret that does not validate is
+// not an error yet: that waits for a route to reference it.
 func (t *translator) secret(o *object, s *corev1.Secret) {
-	if s.Type != corev1.SecretTypeTLS {
-		t.out.ignored[o.ref] = fmt.Sprintf("secret of type %q, not %s", s.Type, corev1.SecretTypeTLS)
-		return
-	}
 	data := map[string][]byte{}
 	for k, v := range s.Data {
 		data[k] = v
@@ -221,24 +226,31 @@ func (t *translator) secret(o *object, s *corev1.Secret) {
 	for k, v := range s.StringData {
 		data[k] = []byte(v)
 	}
+	if !isTLSSecret(s.Type, data) {
+		t.out.ignored[o.ref] = fmt.Sprintf("secret of type %q, not %s", secretType(s.Type), corev1.SecretTypeTLS)
+		return
+	}
+	bad := func(field, format string, args ...any) {
+		t.badSecrets[o.ref] = &secretProblem{o: o, field: field, msg: fmt.Sprintf(format, args...)}
+	}
 	crt, key := data[corev1.TLSCertKey], data[corev1.TLSPrivateKeyKey]
 	switch {
 	case len(crt) == 0:
-		t.errorf(o, "data[tls.crt]", "missing certificate")
+		bad("data[tls.crt]", "missing certificate")
 		return
 	case len(key) == 0:
-		t.errorf(o, "data[tls.key]", "missing private key")
+		bad("data[tls.key]", "missing private key")
 		return
 	}
 	cert, err := tls.X509KeyPair(crt, key)
 	if err != nil {
-		t.errorf(o, "data[tls.crt]", "invalid key pair: %v", err)
+		bad("data[tls.crt]", "invalid key pair: %v", err)
 		return
 	}
 	if cert.Leaf == nil {
 		leaf, err := x509.ParseCertificate(cert.Certificate[0])
 		if err != nil {
-			t.errorf(o, "data[tls.crt]", "invalid certificate: %v", err)
+			bad("data[tls.crt]", "invalid certificate: %v", err)
 			return
 		}
 		cert.Leaf = leaf
@@ -261,6 +273,7 @@ func (t *translator) tlsSecret(o *object, field, namespace, name string, hosts [
 		return nil, ref, false
 	}
 	t.addDep(o, ref, false)
+	t.referenceSecret(ref)
 	so, missing := t.lookup(ref)
 	if missing {
 		if other := t.st.byRef[ref]; other != nil && other.ignored != "" {

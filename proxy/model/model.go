@@ -291,6 +291,12 @@ type ObjectStatus struct {
 	Description string `json:"description,omitempty"`
 	// Root is, for a valid IngressRoute, the root that reaches it.
 	Root *ObjectRef `json:"root,omitempty"`
+	// IsRoot marks an IngressRoute with a spec.virtualhost, valid or not.
+	IsRoot bool `json:"isRoot,omitempty"`
+	// VirtualHost is, for an IngressRoute, the fqdn it serves under: a root's
+	// own, or that of the first root (by namespace and name) delegating to
+	// it; empty when no root does. Contour's metrics label objects with it.
+	VirtualHost string `json:"virtualHost,omitempty"`
 }
 
 // FallbackStatus is "triggered" or "not-triggered".
@@ -301,20 +307,36 @@ const (
 	FallbackNotTriggered FallbackStatus = "not-triggered"
 )
 
-// FallbackObject is an object in the fallback report (Kong's shape).
+// FallbackObject is an object in the fallback report, field for field Kong
+// Ingress Controller's FallbackAffectedObjectMeta.
 type FallbackObject struct {
-	Group     string `json:"group"`
-	Kind      string `json:"kind"`
-	Namespace string `json:"namespace,omitempty"`
-	Name      string `json:"name"`
+	// Group is the API group, "" for the core group.
+	Group string `json:"group"`
+	// Kind is the object kind, e.g. "Ingress".
+	Kind string `json:"kind"`
+	// Version is the API version of an excluded or backfilled object ("v1",
+	// "v1beta1"); Kong leaves it out of broken objects, and so does revgate.
+	Version string `json:"version,omitempty"`
+	// Namespace is "" for cluster-scoped objects (always present, as in Kong).
+	Namespace string `json:"namespace"`
+	// Name is the object name.
+	Name string `json:"name"`
+	// ID is the object's metadata.uid: of the backfilled version for a
+	// backfilled object; "" when the configuration does not carry one (files
+	// written by hand rarely do).
+	ID string `json:"id"`
 	// CausingObjects are the broken objects that made this one excluded or
-	// backfilled, each rendered as Kong renders them: "Kind:namespace/name"
-	// ("Kind:name" for cluster-scoped objects), without the group. A broken
-	// object is excluded because of itself and lists itself.
+	// backfilled, each rendered as Kong renders them:
+	// "group/Kind:namespace/name", the core group written "core"
+	// ("core/Service:shop/web"), and "group/Kind:name" for cluster-scoped
+	// objects. A broken object is excluded because of itself and lists itself.
 	CausingObjects []string `json:"causingObjects,omitempty"`
 }
 
-// FallbackReport is served at /debug/config/fallback.
+// FallbackReport is served at /debug/config/fallback in the shape of Kong
+// Ingress Controller's FallbackResponse. Kong leaves empty lists out; revgate
+// always writes the three lists, empty when there is nothing, which decodes
+// the same.
 type FallbackReport struct {
 	Status            FallbackStatus   `json:"status"`
 	BrokenObjects     []FallbackObject `json:"brokenObjects"`
@@ -365,6 +387,9 @@ type Snapshot struct {
 	Mode FallbackMode `json:"mode"`
 	// TranslationDuration is how long loading and translation took.
 	TranslationDuration time.Duration `json:"translationDuration"`
+	// BuiltAt is when loading and translation started (Contour's "DAG
+	// rebuild" time).
+	BuiltAt time.Time `json:"builtAt"`
 }
 
 // Errors returns the problems of severity error.

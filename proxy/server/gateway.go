@@ -74,6 +74,10 @@ type Options struct {
 	IdleTimeout time.Duration
 	// MaxHeaderBytes limits request headers (431 beyond); 64 KiB.
 	MaxHeaderBytes int
+	// Paths says how request paths are normalized before routing and
+	// forwarding (--escaped-slashes, --merge-slashes); the zero value
+	// rejects escaped slashes and merges repeated ones.
+	Paths route.PathOptions
 	// Transport tunes the upstream transports.
 	Transport upstream.TransportOptions
 	// Clock drives health checks and timed canaries; the wall clock when nil.
@@ -260,6 +264,7 @@ func (g *Gateway) Listen(ctx context.Context) error {
 			IdleTimeout:       g.opts.IdleTimeout,
 			MaxHeaderBytes:    g.opts.MaxHeaderBytes,
 			ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
+			ConnContext:       connContext,
 		}
 	}
 	specs := []struct {
@@ -298,12 +303,25 @@ func (g *Gateway) Listen(ctx context.Context) error {
 			g.closeListenersLocked()
 			return fmt.Errorf("bind %s listener: %w", s.name, err)
 		}
-		ls.l = l
+		ls.l = g.wrapListener(ls, l)
 		g.listeners = append(g.listeners, ls)
 		g.log.Info("listening", "listener", s.name, "addr", l.Addr().String())
 	}
 	g.bound.Store(true)
 	return nil
+}
+
+// wrapListener puts the traffic listeners' connections behind the framing
+// gate, completing TLS handshakes first on the TLS listener.
+func (g *Gateway) wrapListener(ls *listener, l net.Listener) net.Listener {
+	if ls.name == "admin" {
+		return l
+	}
+	limit := g.opts.MaxHeaderBytes + 4096 // net/http's own allowance
+	if ls.secure {
+		return newTLSListener(l, ls.srv.TLSConfig, g.opts.ReadHeaderTimeout, limit, g.log)
+	}
+	return &gateListener{Listener: l, limit: limit}
 }
 
 // Addr returns the bound address of a listener ("http", "https", "admin"),
@@ -382,12 +400,8 @@ func (g *Gateway) Serve(ctx context.Context) error {
 
 func (g *Gateway) serveListener(ls *listener, failed chan<- error) {
 	go func() {
-		var err error
-		if ls.secure {
-			err = ls.srv.ServeTLS(ls.l, "", "")
-		} else {
-			err = ls.srv.Serve(ls.l)
-		}
+		// TLS listeners complete handshakes themselves (tlsListener).
+		err := ls.srv.Serve(ls.l)
 		// Shutdown closes the listeners itself before draining.
 		if err != nil && !errors.Is(err, http.ErrServerClosed) && !g.draining.Load() {
 			err = fmt.Errorf("%s listener: %w", ls.name, err)
@@ -446,7 +460,7 @@ func (g *Gateway) join(ctx context.Context, failed chan<- error) error {
 		if err != nil {
 			return fmt.Errorf("join %s listener: %w", ls.name, err)
 		}
-		ls.l = l
+		ls.l = g.wrapListener(ls, l)
 		g.log.Info("ready, listening beside the other process", "listener", ls.name, "addr", l.Addr().String())
 		g.serveListener(ls, failed)
 	}

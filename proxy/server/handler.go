@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/textproto"
+	neturl "net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,43 +51,89 @@ var hopHeaders = []string{
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
-// ServeHTTP routes and proxies one request.
+// ServeHTTP routes and proxies one request. The path that decides the
+// route is the normalized one (route.NormalizePath), and it is also the path
+// the upstream receives, so no upstream can resolve the forwarded path into
+// another route's.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	if gc := gateOf(r); gc != nil {
+		if ref := gc.refusalFor(r); ref != nil {
+			// The stand-in for a request head the framing gate refused.
+			w.Header()["Connection"] = connectionClose
+			h.refuse(w, ref.code, "bad request: "+ref.reason)
+			return
+		}
+		if gc.open.Load() {
+			// The connection passed an upgrade request unvalidated: it ends
+			// with this answer unless the protocol switches.
+			w.Header()["Connection"] = connectionClose
+		}
+	}
+	switch r.Method {
+	case http.MethodConnect, http.MethodTrace:
+		// A gateway is no tunnel, and TRACE echoes credentials back (as
+		// nginx, revgate answers both with 405).
+		h.refuse(w, http.StatusMethodNotAllowed, "method "+r.Method+" is not allowed")
+		return
+	}
+	path, err := route.NormalizePath(r.URL.EscapedPath(), h.g.opts.Paths)
+	if err != nil {
+		h.refuse(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	rt := h.g.runtime.Load()
-	e := rt.table.Lookup(r.Host, r.URL.Path)
+	e := rt.table.Lookup(r.Host, path)
 	if e == nil {
-		h.g.metrics.requests.WithLabelValues("", codeText[http.StatusNotFound]).Inc()
-		http.Error(w, "no route for this host and path", http.StatusNotFound)
+		h.refuse(w, http.StatusNotFound, "no route for this host and path")
 		return
 	}
 	ri := e.Value.(*routeInfo)
-	code := h.serve(w, r, ri, e.Route.RedirectHTTPS)
+	code := h.serve(w, r, path, ri, e.Route.RedirectHTTPS)
 	h.g.observe(ri, code, start)
 }
 
-func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ri *routeInfo, redirect bool) int {
+var (
+	// serverHeader is the Server header of answers that carry none of their own.
+	serverHeader    = []string{"revgate"}
+	connectionClose = []string{"close"}
+)
+
+// refuse answers a request the gateway does not route with a plain-text
+// error page and counts it.
+func (h *Handler) refuse(w http.ResponseWriter, code int, msg string) {
+	h.g.metrics.requests.WithLabelValues("", codeLabel(code)).Inc()
+	h.error(w, code, msg)
+}
+
+// error writes the gateway's own error page.
+func (h *Handler) error(w http.ResponseWriter, code int, msg string) {
+	w.Header()["Server"] = serverHeader
+	http.Error(w, msg, code)
+}
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, path string, ri *routeInfo, redirect bool) int {
 	if redirect && !h.secure {
-		return h.redirect(w, r)
+		return h.redirect(w, r, path)
 	}
 	pool := ri.cluster.Pick(r)
 	if pool == nil {
-		http.Error(w, "route has no backend", http.StatusServiceUnavailable)
+		h.error(w, http.StatusServiceUnavailable, "route has no backend")
 		return http.StatusServiceUnavailable
 	}
 	ep := pool.Pick()
 	if ep == nil {
 		h.g.metrics.upstreamErrors.WithLabelValues(pool.Backend.Key, errKindNoHealthy).Inc()
-		http.Error(w, "no healthy upstream", http.StatusServiceUnavailable)
+		h.error(w, http.StatusServiceUnavailable, "no healthy upstream")
 		return http.StatusServiceUnavailable
 	}
 	done := ep.Begin()
 	defer done()
-	return h.proxy(w, r, pool, ep)
+	return h.proxy(w, r, path, pool, ep)
 }
 
-// redirect answers 301 to the same URL on https.
-func (h *Handler) redirect(w http.ResponseWriter, r *http.Request) int {
+// redirect answers 301 to the same normalized path and query on https.
+func (h *Handler) redirect(w http.ResponseWriter, r *http.Request, path string) int {
 	host := route.NormalizeHost(r.Host)
 	if strings.Contains(host, ":") {
 		host = "[" + host + "]"
@@ -94,13 +141,18 @@ func (h *Handler) redirect(w http.ResponseWriter, r *http.Request) int {
 	if p := h.g.httpsPort; p != "" && p != "443" {
 		host += ":" + p
 	}
-	http.Redirect(w, r, "https://"+host+r.URL.RequestURI(), http.StatusMovedPermanently)
+	target := "https://" + host + path
+	if r.URL.RawQuery != "" {
+		target += "?" + r.URL.RawQuery
+	}
+	w.Header()["Server"] = serverHeader
+	http.Redirect(w, r, target, http.StatusMovedPermanently)
 	return http.StatusMovedPermanently
 }
 
-// proxy forwards r to ep and copies the answer back; it returns the status
-// code sent to the client.
-func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, pool *upstream.Pool, ep *upstream.Endpoint) int {
+// proxy forwards r to ep with the normalized path and copies the answer
+// back; it returns the status code sent to the client.
+func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, path string, pool *upstream.Pool, ep *upstream.Endpoint) int {
 	rc := http.NewResponseController(w)
 	if r.ProtoMajor == 1 {
 		// Without full duplex net/http cuts off a request body still being
@@ -108,10 +160,23 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, pool *upstream.P
 		_ = rc.EnableFullDuplex()
 	}
 	upgrade := upgradeType(r.Header)
+	if upgrade != "" && offersH2C(upgrade) {
+		// An h2c upgrade would hand the client a raw HTTP/2 connection to
+		// the upstream, on which it could ask for any path: never forwarded,
+		// not even as one choice among others.
+		upgrade = ""
+		delete(r.Header, "Http2-Settings")
+	}
 
 	out := r.WithContext(r.Context())
 	u := *r.URL
 	u.Scheme, u.Host = pool.Scheme, ep.Addr
+	// The upstream gets exactly the path that was matched: RawPath is used
+	// as is when it encodes Path, and a canonical path always does.
+	u.RawPath = path
+	if p, err := neturl.PathUnescape(path); err == nil {
+		u.Path = p
+	}
 	out.URL = &u
 	out.RequestURI = ""
 	out.Proto, out.ProtoMajor, out.ProtoMinor = "HTTP/1.1", 1, 1
@@ -123,6 +188,7 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, pool *upstream.P
 	// it, so it is edited in place rather than copied.
 	hdr := r.Header
 	removeHopHeaders(hdr)
+	removeForwardedAliases(hdr)
 	if upgrade != "" {
 		hdr["Connection"] = []string{"Upgrade"}
 		hdr["Upgrade"] = []string{upgrade}
@@ -134,7 +200,7 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, pool *upstream.P
 			hdr["X-Forwarded-For"] = []string{ip}
 		}
 	}
-	if r.TLS != nil {
+	if h.secure {
 		hdr["X-Forwarded-Proto"] = protoHTTPS
 	} else {
 		hdr["X-Forwarded-Proto"] = protoHTTP
@@ -160,6 +226,9 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, pool *upstream.P
 	dst := w.Header()
 	for k, vv := range resp.Header {
 		dst[k] = vv
+	}
+	if _, ok := dst["Server"]; !ok {
+		dst["Server"] = serverHeader
 	}
 	w.WriteHeader(resp.StatusCode)
 	if err := h.copyBody(w, rc, resp); err != nil {
@@ -215,15 +284,22 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, pool *up
 		// Client closed the request: nginx's 499, for metrics only.
 		return 499
 	}
+	if gc := gateOf(r); gc != nil && gc.broken.Load() {
+		// The request's own chunked body was malformed (the framing gate
+		// ended it): the client's fault, and the connection ends here.
+		w.Header()["Connection"] = connectionClose
+		h.error(w, http.StatusBadRequest, "bad request: malformed chunked request body")
+		return http.StatusBadRequest
+	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
 		h.g.metrics.upstreamErrors.WithLabelValues(pool.Backend.Key, errKindTimeout).Inc()
-		http.Error(w, "upstream timed out", http.StatusGatewayTimeout)
+		h.error(w, http.StatusGatewayTimeout, "upstream timed out")
 		return http.StatusGatewayTimeout
 	}
 	h.g.metrics.upstreamErrors.WithLabelValues(pool.Backend.Key, errKindConnect).Inc()
 	h.g.log.Debug("upstream request failed", "backend", pool.Backend.Key, "err", err)
-	http.Error(w, "bad gateway", http.StatusBadGateway)
+	h.error(w, http.StatusBadGateway, "bad gateway")
 	return http.StatusBadGateway
 }
 
@@ -233,13 +309,13 @@ func (h *Handler) switchProtocols(w http.ResponseWriter, r *http.Request, rc *ht
 	back, ok := resp.Body.(io.ReadWriteCloser)
 	if !ok || reqUpgrade == "" || !strings.EqualFold(upgradeType(resp.Header), reqUpgrade) {
 		h.g.metrics.upstreamErrors.WithLabelValues(pool.Backend.Key, errKindConnect).Inc()
-		http.Error(w, "upstream switched to an unrequested protocol", http.StatusBadGateway)
+		h.error(w, http.StatusBadGateway, "upstream switched to an unrequested protocol")
 		return http.StatusBadGateway
 	}
 	defer back.Close()
 	conn, brw, err := rc.Hijack()
 	if err != nil {
-		http.Error(w, "upgrade not supported on this connection", http.StatusInternalServerError)
+		h.error(w, http.StatusInternalServerError, "upgrade not supported on this connection")
 		return http.StatusInternalServerError
 	}
 	defer conn.Close()
@@ -293,6 +369,35 @@ func upgradeType(h http.Header) string {
 		}
 	}
 	return ""
+}
+
+// offersH2C reports whether an Upgrade list names h2c.
+func offersH2C(upgrade string) bool {
+	for _, tok := range strings.Split(upgrade, ",") {
+		name, _, _ := strings.Cut(textproto.TrimString(tok), "/")
+		if strings.EqualFold(name, "h2c") {
+			return true
+		}
+	}
+	return false
+}
+
+// forwardedHeaders are the headers the gateway sets for the upstream.
+var forwardedHeaders = map[string]bool{"X-Forwarded-For": true, "X-Forwarded-Proto": true, "X-Forwarded-Host": true}
+
+// removeForwardedAliases deletes request headers that spell one of the
+// forwarded headers with underscores (X_Forwarded_For): CGI-style upstreams
+// (PHP-FPM, WSGI and Rack servers) read both spellings as the same variable,
+// so a client could override what the gateway sets.
+func removeForwardedAliases(h http.Header) {
+	for k := range h {
+		if strings.IndexByte(k, '_') < 0 {
+			continue
+		}
+		if forwardedHeaders[textproto.CanonicalMIMEHeaderKey(strings.ReplaceAll(k, "_", "-"))] {
+			delete(h, k)
+		}
+	}
 }
 
 // removeHopHeaders deletes the hop-by-hop headers and those named by

@@ -26,6 +26,7 @@ import (
 type echo struct {
 	Host   string      `json:"host"`
 	Path   string      `json:"path"`
+	URI    string      `json:"uri"`
 	Query  string      `json:"query"`
 	Header http.Header `json:"header"`
 	Name   string      `json:"name"`
@@ -39,7 +40,7 @@ func newEcho(t testing.TB, name string) *httptest.Server {
 		w.Header().Set("X-Upstream-Hop", "1")
 		w.Header().Set("Keep-Alive", "timeout=5")
 		w.Header().Set("X-Upstream", name)
-		json.NewEncoder(w).Encode(echo{Host: r.Host, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header, Name: name})
+		json.NewEncoder(w).Encode(echo{Host: r.Host, Path: r.URL.Path, URI: r.RequestURI, Query: r.URL.RawQuery, Header: r.Header, Name: name})
 	}))
 	t.Cleanup(s.Close)
 	return s

@@ -31,6 +31,7 @@ type Metrics struct {
 	translation     prometheus.Gauge
 	endpointHealthy *prometheus.GaugeVec
 	revision        prometheus.Gauge
+	ingressRoutes   *ingressRouteMetrics
 }
 
 // NewMetrics registers the gateway's metrics (plus Go and process
@@ -66,7 +67,9 @@ func NewMetrics() *Metrics {
 		revision: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "revgate_config_revision", Help: "Revision of the configuration being served.",
 		}),
+		ingressRoutes: newIngressRouteMetrics(),
 	}
+	m.Registry.MustRegister(m.ingressRoutes.collectors()...)
 	m.Registry.MustRegister(m.requests, m.duration, m.upstreamErrors, m.objects, m.fallback,
 		m.fallbackObjects, m.translation, m.endpointHealthy, m.revision,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -94,6 +97,7 @@ func (m *Metrics) setSnapshot(s *model.Snapshot) {
 	m.fallbackObjects.WithLabelValues("backfilled").Set(float64(len(s.Fallback.BackfilledObjects)))
 	m.translation.Set(s.TranslationDuration.Seconds())
 	m.revision.Set(float64(s.Revision))
+	m.ingressRoutes.set(s)
 }
 
 func (m *Metrics) setEndpointHealth(backend, endpoint string, healthy bool) {

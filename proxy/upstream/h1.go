@@ -22,6 +22,7 @@ type h1Client struct {
 	responseHeaderTimeout time.Duration
 	idleTimeout           time.Duration
 	maxIdle               int
+	maxHeaderBytes        int64
 
 	mu   sync.Mutex
 	idle map[string][]*h1Conn
@@ -29,6 +30,7 @@ type h1Client struct {
 
 type h1Conn struct {
 	c         net.Conn
+	lr        *limitedReader // under br: bounds response headers
 	br        *bufio.Reader
 	bw        *bufio.Writer
 	addr      string
@@ -45,6 +47,7 @@ func newH1Client(o TransportOptions) *h1Client {
 		responseHeaderTimeout: o.ResponseHeaderTimeout,
 		idleTimeout:           o.IdleConnTimeout,
 		maxIdle:               o.MaxIdleConnsPerHost,
+		maxHeaderBytes:        o.MaxResponseHeaderBytes,
 		idle:                  map[string][]*h1Conn{},
 	}
 }
@@ -112,8 +115,39 @@ func (c *h1Client) dial(ctx context.Context, addr string) (*h1Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &h1Conn{c: conn, br: bufio.NewReaderSize(conn, 16<<10), bw: bufio.NewWriterSize(conn, 8<<10), addr: addr}, nil
+	lr := &limitedReader{r: conn, n: noLimit}
+	return &h1Conn{c: conn, lr: lr, br: bufio.NewReaderSize(lr, 16<<10), bw: bufio.NewWriterSize(conn, 8<<10), addr: addr}, nil
 }
+
+// noLimit lifts a limitedReader's bound.
+const noLimit = 1<<63 - 1
+
+// limitedReader fails reads once n bytes were read (as net/http's
+// Transport bounds response headers): a hostile upstream cannot make the
+// gateway buffer an endless header block.
+type limitedReader struct {
+	r io.Reader
+	n int64
+}
+
+// errHeaderTooLarge fails a response whose header block exceeds the bound.
+var errHeaderTooLarge = errors.New("upstream response header block too large")
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.n <= 0 {
+		return 0, errHeaderTooLarge
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	return n, err
+}
+
+// max1xx bounds the interim answers before the final one, as net/http's
+// Transport does.
+const max1xx = 5
 
 // roundTrip sends req to req.URL.Host. A kept-alive connection that turns
 // out closed before any answer is replaced by a new one once.
@@ -161,9 +195,16 @@ func (c *h1Client) exchange(ctx context.Context, pc *h1Conn, req *http.Request) 
 		pc.c.SetReadDeadline(time.Now().Add(c.responseHeaderTimeout))
 	}
 	var resp *http.Response
-	for {
+	for n1xx := 0; ; n1xx++ {
+		if n1xx > max1xx {
+			stop()
+			return nil, errors.New("upstream sent too many 1xx answers")
+		}
+		// What is buffered already was read under the previous bound.
+		pc.lr.n = c.maxHeaderBytes
 		var err error
 		resp, err = http.ReadResponse(pc.br, req)
+		pc.lr.n = noLimit
 		if err != nil {
 			stop()
 			return nil, err

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -110,6 +111,85 @@ func TestFastPathEligibility(t *testing.T) {
 		}
 		if got := eligible(req); got != tc.want {
 			t.Errorf("%s %s upgrade=%v: eligible %v, want %v", tc.method, tc.url, tc.upgrade, got, tc.want)
+		}
+	}
+}
+
+// hostileUpstream accepts connections, reads a request head and answers
+// with what answer writes, until the gateway stops reading.
+func hostileUpstream(t *testing.T, answer func(w io.Writer) error) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				if _, err := http.ReadRequest(br); err != nil {
+					return
+				}
+				_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+				_ = answer(c)
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
+
+// TestHostileUpstreamAnswers: an upstream that sends an endless header
+// block, or endless interim answers, fails the request instead of making the
+// gateway buffer without bound or loop; on the fast path and through the
+// Transport (requests with a body) alike. Before the bound, the fast path
+// read any header block whole.
+func TestHostileUpstreamAnswers(t *testing.T) {
+	endlessHeaders := func(w io.Writer) error {
+		if _, err := io.WriteString(w, "HTTP/1.1 200 OK\r\n"); err != nil {
+			return err
+		}
+		line := "X-Padding: " + strings.Repeat("a", 1000) + "\r\n"
+		for {
+			if _, err := io.WriteString(w, line); err != nil {
+				return err
+			}
+		}
+	}
+	endless1xx := func(w io.Writer) error {
+		for {
+			if _, err := io.WriteString(w, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"); err != nil {
+				return err
+			}
+		}
+	}
+	for name, answer := range map[string]func(io.Writer) error{"endless headers": endlessHeaders, "endless 1xx": endless1xx} {
+		addr := hostileUpstream(t, answer)
+		p := NewPool(backend("b", addr), TransportOptions{MaxResponseHeaderBytes: 64 << 10, ResponseHeaderTimeout: 5 * time.Second})
+		t.Cleanup(p.Close)
+		for _, withBody := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/body=%v", name, withBody), func(t *testing.T) {
+				var body io.Reader
+				method := "GET"
+				if withBody {
+					method, body = "POST", strings.NewReader("x")
+				}
+				req, _ := http.NewRequest(method, "http://"+addr+"/", body)
+				start := time.Now()
+				resp, err := p.RoundTrip(req)
+				if err == nil {
+					resp.Body.Close()
+					t.Fatalf("answer %d accepted", resp.StatusCode)
+				}
+				if time.Since(start) > 4*time.Second {
+					t.Fatalf("failed only after %v (the response header timeout): %v", time.Since(start), err)
+				}
+			})
 		}
 	}
 }

@@ -22,7 +22,14 @@ type TransportOptions struct {
 	MaxIdleConnsPerHost int
 	// IdleConnTimeout closes idle upstream connections; default 90s.
 	IdleConnTimeout time.Duration
+	// MaxResponseHeaderBytes bounds an upstream's response header block
+	// (interim 1xx answers each count anew); beyond it the request fails
+	// with 502. Default DefaultMaxResponseHeaderBytes.
+	MaxResponseHeaderBytes int64
 }
+
+// DefaultMaxResponseHeaderBytes is the default TransportOptions.MaxResponseHeaderBytes.
+const DefaultMaxResponseHeaderBytes = 1 << 20
 
 func (o TransportOptions) withDefaults() TransportOptions {
 	if o.DialTimeout <= 0 {
@@ -37,6 +44,9 @@ func (o TransportOptions) withDefaults() TransportOptions {
 	if o.IdleConnTimeout <= 0 {
 		o.IdleConnTimeout = 90 * time.Second
 	}
+	if o.MaxResponseHeaderBytes <= 0 {
+		o.MaxResponseHeaderBytes = DefaultMaxResponseHeaderBytes
+	}
 	return o
 }
 
@@ -48,16 +58,17 @@ func NewTransport(o TransportOptions, useTLS bool) *http.Transport {
 	o = o.withDefaults()
 	d := &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}
 	t := &http.Transport{
-		DialContext:           d.DialContext,
-		MaxIdleConns:          0,
-		MaxIdleConnsPerHost:   o.MaxIdleConnsPerHost,
-		IdleConnTimeout:       o.IdleConnTimeout,
-		ResponseHeaderTimeout: o.ResponseHeaderTimeout,
-		ExpectContinueTimeout: time.Second,
-		DisableCompression:    true,
-		ForceAttemptHTTP2:     false,
-		WriteBufferSize:       32 << 10,
-		ReadBufferSize:        32 << 10,
+		DialContext:            d.DialContext,
+		MaxIdleConns:           0,
+		MaxIdleConnsPerHost:    o.MaxIdleConnsPerHost,
+		IdleConnTimeout:        o.IdleConnTimeout,
+		ResponseHeaderTimeout:  o.ResponseHeaderTimeout,
+		MaxResponseHeaderBytes: o.MaxResponseHeaderBytes,
+		ExpectContinueTimeout:  time.Second,
+		DisableCompression:     true,
+		ForceAttemptHTTP2:      false,
+		WriteBufferSize:        32 << 10,
+		ReadBufferSize:         32 << 10,
 	}
 	if useTLS {
 		// Upstream certificates are not verified (see model.Backend.TLS).

@@ -3,6 +3,8 @@ package e2e
 import (
 	"bufio"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,8 +31,14 @@ func (p *runProc) output() string {
 
 func startRun(t *testing.T, args ...string) *runProc {
 	t.Helper()
-	p := &runProc{done: make(chan error, 1)}
-	p.cmd = exec.Command(revgateBin, append([]string{"run"}, args...)...)
+	return startRunCmd(t, exec.Command(revgateBin, append([]string{"run"}, args...)...))
+}
+
+// startRunCmd starts cmd, a `revgate run` command line of any binary and
+// working folder.
+func startRunCmd(t *testing.T, cmd *exec.Cmd) *runProc {
+	t.Helper()
+	p := &runProc{done: make(chan error, 1), cmd: cmd}
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -142,4 +150,68 @@ func TestRun(t *testing.T) {
 		}
 	}
 	p.interrupt(t)
+}
+
+// TestRunFromEmptyFolder installs revgate into an empty GOPATH as a user
+// would, and runs the installed binary in an empty folder beside other
+// servers: with no ./examples it serves the example configuration built into
+// the binary, with its own gateway, admin and demo ports. Before, `revgate
+// run` outside the repository failed with "open examples: no such file or
+// directory".
+//
+// The GOPATH is new and empty; the module cache is the one the build already
+// filled (GOMODCACHE), and GOPROXY=off proves nothing is downloaded.
+func TestRunFromEmptyFolder(t *testing.T) {
+	t.Parallel()
+	gopath := t.TempDir()
+	modcache, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		t.Fatalf("go env GOMODCACHE: %v", err)
+	}
+	install := exec.Command("go", "install", "./cmd/revgate")
+	install.Dir = filepath.Join("..", "..")
+	install.Env = append(os.Environ(), "GOPATH="+gopath, "GOBIN=", "GOMODCACHE="+strings.TrimSpace(string(modcache)),
+		"GOPROXY=off", "GOFLAGS=-mod=readonly -buildvcs=false")
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("go install: %v\n%s", err, out)
+	}
+	bin := filepath.Join(gopath, "bin", "revgate")
+
+	dir := t.TempDir()
+	httpAddr, adminAddr := freeAddr(t), freeAddr(t)
+	var demoPorts []string
+	for range 2 {
+		_, port, _ := net.SplitHostPort(freeAddr(t))
+		demoPorts = append(demoPorts, port)
+	}
+	cmd := exec.Command(bin, "run", "--http-addr="+httpAddr, "--admin-addr="+adminAddr,
+		"--demo-ports="+strings.Join(demoPorts, ","), "--supervise-arg=--relist-period=1s")
+	cmd.Dir = dir
+	p := startRunCmd(t, cmd)
+	waitFor(t, waitLong, "revgate run to print its banner", func() (bool, string) {
+		return strings.Contains(p.output(), "Ctrl-C stops everything"), ""
+	})
+	if out := p.output(); !strings.Contains(out, "revgate is running (ready)") || !strings.Contains(out, "install --source-dir .run/examples") {
+		t.Errorf("banner:\n%s", out)
+	}
+	// The storefront Ingress sends / to upstream-1 and /v2/ to upstream-2;
+	// shop.localhost's /team goes through the delegated IngressRoute.
+	for _, c := range []struct{ host, path, want string }{
+		{"localhost", "/", "upstream-1 GET /"},
+		{"localhost", "/v2/x", "upstream-2 GET /v2/x"},
+		{"shop.localhost", "/team", "upstream-2 GET /team"},
+	} {
+		waitFor(t, 30*time.Second, "GET "+c.host+c.path, func() (bool, string) {
+			r := getHost("http://"+httpAddr+c.path, c.host)
+			return r.err == nil && r.status == http.StatusOK && strings.TrimSpace(r.body) == c.want,
+				r.body
+		})
+	}
+	for _, f := range []string{".run/examples/20-ingress.yaml", ".run/resources/revgate-pod-1/configmaps/config/20-ingress.yaml"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	p.interrupt(t)
+	waitNoProcesses(t, dir, 10*time.Second)
 }
