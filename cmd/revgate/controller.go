@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,7 +29,7 @@ func (o *controllerOptions) addFlags(cmd *cobra.Command) {
 }
 
 func (o *controllerOptions) validate() error {
-	if err := o.Options.Validate(); err != nil {
+	if err := errors.Join(o.Options.Validate(), checkProxyListeners(o.Render.ProxyArgs)); err != nil {
 		return err
 	}
 	// The proxy's configuration options as the rendered proxy will parse

@@ -66,6 +66,7 @@ func TestControllerFlags(t *testing.T) {
 		{name: "max delay below quiet period", args: []string{"--node-name=n1", "--sync-quiet-period=5s", "--sync-max-delay=1s"}, wantErr: "--sync-max-delay"},
 		{name: "no node name", args: []string{"--node-name="}, wantErr: "--node-name"},
 		{name: "bad pull policy", args: []string{"--node-name=n1", "--image-pull-policy=Sometimes"}, wantErr: "Sometimes"},
+		{name: "proxy listeners sharing an address", args: []string{"--node-name=n1", "--proxy-arg=--http-addr=127.0.0.1:8080", "--proxy-arg=--admin-addr=127.0.0.1:8080"}, wantErr: "--proxy-arg"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -126,12 +126,8 @@ func (o *installOptions) validate() error {
 	if o.revisionedNames && (!kube || o.revision == 0) {
 		errs = append(errs, errors.New("--revisioned-names needs the Kubernetes source and --revision: the names read are <name>-<revision>"))
 	}
-	// Listeners sharing an address would be a crash loop (or, worse, mixed
-	// answers) on the node: refuse to render such a proxy pod.
-	if _, listeners, ok := parseProxyArgs(o.render.ProxyArgs); ok {
-		if err := listeners.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("--proxy-arg: %w", err))
-		}
+	if err := checkProxyListeners(o.render.ProxyArgs); err != nil {
+		errs = append(errs, err)
 	}
 	if o.lockTimeout < 0 || o.retryTimeout <= 0 {
 		errs = append(errs, errors.New("--lock-timeout and --retry-timeout must be positive"))
@@ -192,6 +188,18 @@ func (o *installOptions) source(client kubernetes.Interface, log *slog.Logger) i
 func validationOptions(proxyArgs []string) config.Options {
 	opts, _, _ := parseProxyArgs(proxyArgs)
 	return opts
+}
+
+// checkProxyListeners refuses proxy arguments whose listeners share an
+// address: that would be a crash loop (or, worse, mixed answers) on the
+// node, so no command renders such a proxy pod.
+func checkProxyListeners(proxyArgs []string) error {
+	if _, listeners, ok := parseProxyArgs(proxyArgs); ok {
+		if err := listeners.Validate(); err != nil {
+			return fmt.Errorf("--proxy-arg: %w", err)
+		}
+	}
+	return nil
 }
 
 // parseProxyArgs reads the configuration and listener flags out of the
