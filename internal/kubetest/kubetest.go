@@ -86,6 +86,16 @@ func Kubeconfig(t testing.TB) string {
 	return get(t).kubeconfig
 }
 
+// Start starts an etcd and kube-apiserver of its own for a program that is
+// not a test (a benchmark driver); Stop ends them.
+func Start() (*Server, error) { return start() }
+
+// Config returns a client configuration with cluster-admin rights.
+func (s *Server) Config() *rest.Config { return rest.CopyConfig(s.config) }
+
+// KubeconfigFile returns the path of the server's admin kubeconfig file.
+func (s *Server) KubeconfigFile() string { return s.kubeconfig }
+
 func get(t testing.TB) *Server {
 	t.Helper()
 	once.Do(func() { server, initErr = start() })
