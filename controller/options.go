@@ -105,7 +105,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		o.NodeName, _ = os.Hostname()
 	}
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file of the cluster (default: the in-cluster configuration)")
-	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "this node's name: revision Events go on the mirror pod <target>-<node name>, and its address is published when --publish-address is empty")
+	fs.StringVar(&o.NodeName, "node-name", o.NodeName, "this node's name: revision Events go on the mirror pod <target>-<node name>, and its address is published when --publish-address is empty (default $NODE_NAME, else the host name)")
 	fs.StringVar(&o.IngressClass, "ingress-class", o.IngressClass, "ingress class served (also handed to the rendered proxy)")
 	fs.StringSliceVar(&o.Namespaces, "namespaces", o.Namespaces, "namespaces to watch (comma-separated; default all)")
 	fs.StringVar(&o.PublishAddress, "publish-address", o.PublishAddress, "IP address or host name written to status.loadBalancer of every served Ingress (default: the node's address)")

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 
 	"github.com/revgate/revgate/controller"
 	"github.com/revgate/revgate/internal/logging"
@@ -25,6 +26,8 @@ func (o *controllerOptions) addFlags(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	addLayoutFlags(fs, &o.Layout, withLock|withTerminationLog)
 	o.Render.AddFlags(fs)
+	// As install and monitor: $NODE_NAME, else the host name.
+	o.NodeName = defaultNodeName()
 	o.Options.AddFlags(fs)
 }
 
@@ -42,6 +45,9 @@ func (o *controllerOptions) validate() error {
 
 func (o *controllerOptions) run(ctx context.Context, _ io.Writer) error {
 	log := logging.New(nil, slog.LevelInfo)
+	// client-go's own lines (reflectors, the event broadcaster) go where the
+	// controller's go: to journald with fields under systemd.
+	klog.SetSlogLogger(log.With("component", "client-go"))
 	rc, err := o.RestConfig()
 	if err != nil {
 		return err
