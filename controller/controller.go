@@ -56,6 +56,9 @@ type Controller struct {
 	fs        revisions.FS
 	clock     clock.WithTickerAndDelayedExecution
 	log       *slog.Logger
+	// baseLog is the logger handed in, for the installer, which names
+	// itself.
+	baseLog *slog.Logger
 
 	cache *informerCache
 	// cacheView is what selection reads: the informers, or a test's cache.
@@ -128,6 +131,7 @@ func New(opts Options, deps Deps) (*Controller, error) {
 	if c.log == nil {
 		c.log = slog.Default()
 	}
+	c.baseLog = c.log
 	c.log = c.log.With("component", "controller", "target", opts.Layout.Target)
 	if c.recorder == nil {
 		c.broadcaster = record.NewBroadcaster()

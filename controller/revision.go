@@ -134,7 +134,7 @@ func (c *Controller) install(ctx context.Context, highest int, snap *Snapshot, w
 		LockTimeout: c.opts.LockTimeout,
 		Events:      targetSink{c},
 		Now:         c.clock.Now,
-		Logger:      c.log,
+		Logger:      c.baseLog,
 		Precondition: func(h int) error {
 			if h != highest {
 				return fmt.Errorf("highest revision is %d, compared with %d: %w", h, highest, errStale)
