@@ -32,8 +32,8 @@ type Deps struct {
 	Dynamic dynamic.Interface
 	// Recorder records Events; default: a broadcaster writing to the API.
 	Recorder record.EventRecorder
-	// Endpoints receives the live EndpointSlices; nil: the gateway keeps the
-	// endpoints each revision was cut with.
+	// Endpoints receives the live EndpointSlices; default: the file
+	// Options.Render.EndpointsFile, which the rendered proxy follows.
 	Endpoints EndpointsWriter
 	// Rollout gates installs; default AllowAll.
 	Rollout Rollout
@@ -122,6 +122,9 @@ func New(opts Options, deps Deps) (*Controller, error) {
 	if c.rollout == nil {
 		c.rollout = AllowAll{}
 	}
+	if c.endpoints == nil && opts.Render.EndpointsFile != "" {
+		c.endpoints = EndpointsFile(opts.Render.EndpointsFile)
+	}
 	if c.fs.ReadFile == nil {
 		c.fs = revisions.OS()
 	}
@@ -167,7 +170,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.client.CoreV1().Events("")})
 		defer c.broadcaster.Shutdown()
 	}
-	c.log.Info("starting", "node", c.opts.NodeName, "ingress_class", c.opts.IngressClass, "namespaces", c.opts.Namespaces, "resource_dir", c.opts.Layout.ResourceDir)
+	c.log.Info("starting", "node", c.opts.NodeName, "ingress_class", c.opts.IngressClass, "namespaces", c.opts.Namespaces, "resource_dir", c.opts.Layout.ResourceDir, "endpoints_file", c.opts.Render.EndpointsFile)
 	if c.endpoints == nil {
 		c.log.Warn("no live endpoints: each revision serves the endpoints it was cut with")
 	}

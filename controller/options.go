@@ -61,7 +61,9 @@ type Options struct {
 	Layout revisions.Layout
 	// Render says what the rendered pods run, as for revgate install. The
 	// controller appends --ingress-class to the proxy's arguments, so that
-	// the gateway serves the class the controller selects.
+	// the gateway serves the class the controller selects, and writes the
+	// live endpoints to Render.EndpointsFile (--endpoints-file; default
+	// Layout.EndpointsFile()), which the rendered proxy follows.
 	Render installer.RenderOptions
 	// Config are the proxy's configuration options (ingress class, root
 	// namespaces, fallback mode) as the rendered proxy runs with them; the
@@ -156,6 +158,9 @@ func (o *Options) Validate() error {
 		errs = append(errs, err)
 	}
 	o.Layout = abs
+	if o.Render.EndpointsFile == "" {
+		o.Render.EndpointsFile = o.Layout.EndpointsFile()
+	}
 	if err := o.Render.Complete(); err != nil {
 		errs = append(errs, err)
 	}

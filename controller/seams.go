@@ -6,6 +6,7 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 
+	"github.com/revgate/revgate/proxy/config"
 	"github.com/revgate/revgate/revisions"
 )
 
@@ -25,6 +26,14 @@ func (f EndpointsWriterFunc) WriteEndpoints(slices []discoveryv1.EndpointSlice) 
 }
 
 var _ EndpointsWriter = EndpointsWriterFunc(nil)
+
+// EndpointsFile writes the live endpoints to the file a proxy follows with
+// --endpoints-file, atomically, in the proxy's own format.
+func EndpointsFile(path string) EndpointsWriter {
+	return EndpointsWriterFunc(func(slices []discoveryv1.EndpointSlice) error {
+		return config.WriteEndpointsFile(path, slices)
+	})
+}
 
 // Verdict is the startup monitor's verdict on the revision that holds a
 // snapshot on this node, as the state file records it.

@@ -11,9 +11,9 @@ import (
 )
 
 // AddFlags registers the flags that say what the rendered pods run:
-// --binary, --image, --image-pull-policy, --proxy-arg, --monitor-arg and
-// --monitor-kubeconfig. Every command that installs revisions (revgate
-// install, revgate controller) takes them alike.
+// --binary, --image, --image-pull-policy, --proxy-arg, --monitor-arg,
+// --monitor-kubeconfig and --endpoints-file. Every command that installs
+// revisions (revgate install, revgate controller) takes them alike.
 func (o *RenderOptions) AddFlags(fs *pflag.FlagSet) {
 	if o.Image == "" {
 		o.Image = DefaultImage
@@ -27,6 +27,7 @@ func (o *RenderOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&o.ProxyArgs, "proxy-arg", o.ProxyArgs, "extra argument appended to the rendered proxy command (repeatable)")
 	fs.StringArrayVar(&o.MonitorArgs, "monitor-arg", o.MonitorArgs, "extra argument appended to the rendered monitor command (repeatable)")
 	fs.StringVar(&o.MonitorKubeconfig, "monitor-kubeconfig", o.MonitorKubeconfig, "kubeconfig file on the node for the startup monitor (mirror-pod check, Events); mounted read-only into its pod")
+	fs.StringVar(&o.EndpointsFile, "endpoints-file", o.EndpointsFile, "live endpoints file the proxy follows (--endpoints-file; conventionally <resource-dir>/<target>-live/endpoints.json); its folder is mounted read-only into the proxy pod (empty: the revision's endpoints only)")
 }
 
 // pullPolicyValue adapts RenderOptions.ImagePullPolicy to pflag.Value; the
@@ -42,7 +43,7 @@ func (v pullPolicyValue) Set(s string) error {
 
 // Complete checks the options and makes them usable in pods that do not run
 // in this working folder: an empty Binary becomes this executable, and
-// Binary and MonitorKubeconfig become absolute paths.
+// Binary, MonitorKubeconfig and EndpointsFile become absolute paths.
 func (o *RenderOptions) Complete() error {
 	var errs []error
 	switch o.ImagePullPolicy {
@@ -59,7 +60,7 @@ func (o *RenderOptions) Complete() error {
 		}
 		o.Binary = exe
 	}
-	for _, p := range []*string{&o.Binary, &o.MonitorKubeconfig} {
+	for _, p := range []*string{&o.Binary, &o.MonitorKubeconfig, &o.EndpointsFile} {
 		if *p == "" {
 			continue
 		}

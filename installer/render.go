@@ -74,6 +74,13 @@ type RenderOptions struct {
 	// monitor uses to check the mirror pod and record Events; it is mounted
 	// read-only into the monitor pod at the same path.
 	MonitorKubeconfig string
+	// EndpointsFile, when set, is the live endpoints file the proxy follows
+	// (--endpoints-file; by default a writer uses Layout.EndpointsFile()).
+	// Its folder is mounted read-only into the operand pod, created when
+	// missing: a mount of the file itself would keep the old file after the
+	// writer renames a new one over it. Empty (the default): the proxy
+	// serves the revision's endpoints only.
+	EndpointsFile string
 }
 
 func (o RenderOptions) defaulted() RenderOptions {
@@ -162,11 +169,16 @@ func OperandPod(l revisions.Layout, rev int, o RenderOptions, installedAt time.T
 	var m mounts
 	m.add("resources", l.RevisionDir(rev), true, corev1.HostPathDirectory)
 	m.add("log", filepath.Dir(l.TerminationLog), false, corev1.HostPathDirectoryOrCreate)
-	cmd := append([]string{o.Binary, "proxy",
+	cmd := []string{o.Binary, "proxy",
 		"--config-dir=" + l.RevisionDir(rev),
 		"--revision=" + strconv.Itoa(rev),
 		"--termination-log=" + l.TerminationLog,
-	}, o.ProxyArgs...)
+	}
+	if o.EndpointsFile != "" {
+		m.add("live-endpoints", filepath.Dir(o.EndpointsFile), true, corev1.HostPathDirectoryOrCreate)
+		cmd = append(cmd, "--endpoints-file="+o.EndpointsFile)
+	}
+	cmd = append(cmd, o.ProxyArgs...)
 	adminHost, adminPort, _ := AdminEndpoint(o.ProxyArgs)
 	pod.Spec.RestartPolicy = corev1.RestartPolicyAlways
 	pod.Spec.Volumes = m.volumes

@@ -60,6 +60,12 @@ func TestRenderGolden(t *testing.T) {
 				MonitorKubeconfig: "/etc/kubernetes/kubeconfigs/node.kubeconfig",
 			},
 		},
+		{
+			// Live endpoints: the file's folder is mounted, not the file.
+			name:   "live",
+			layout: revisions.Layout{}.Defaulted(),
+			opts:   installer.RenderOptions{Binary: "/usr/bin/revgate", EndpointsFile: revisions.Layout{}.Defaulted().EndpointsFile()},
+		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, pod := range []*corev1.Pod{

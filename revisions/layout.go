@@ -11,6 +11,7 @@
 //	<resource-dir>/<t>-pod-<N>/secrets/<name>/<key>          (0600)
 //	<resource-dir>/<t>-last-known-good                       symlink → <t>-pod-<N>/<t>-pod.yaml
 //	<resource-dir>/<t>-state.json                            retry state
+//	<resource-dir>/<t>-live/endpoints.json                   live endpoints (outside every revision)
 //	<manifests-dir>/<t>-pod.yaml, <t>-startup-monitor-pod.yaml
 //	/var/lock/<t>-installer.lock
 //	/var/log/<t>/termination.log
@@ -129,6 +130,25 @@ func (l Layout) LastKnownGoodLink() string {
 // StateFile is <resource-dir>/<t>-state.json.
 func (l Layout) StateFile() string {
 	return filepath.Join(l.ResourceDir, l.Target+"-state.json")
+}
+
+// LiveDir is <resource-dir>/<t>-live, the folder of data that reaches the
+// running gateway without a revision (live endpoints). It is a folder, not a
+// file, because writers replace files by rename and a kubelet hostPath mount
+// of a single file keeps the old inode after a rename; a mounted folder sees
+// the new file.
+func (l Layout) LiveDir() string {
+	return filepath.Join(l.ResourceDir, l.Target+"-live")
+}
+
+// EndpointsFileName is the live endpoints file's name inside LiveDir.
+const EndpointsFileName = "endpoints.json"
+
+// EndpointsFile is <resource-dir>/<t>-live/endpoints.json, the default live
+// endpoints file that the controller writes and `revgate proxy
+// --endpoints-file` watches.
+func (l Layout) EndpointsFile() string {
+	return filepath.Join(l.LiveDir(), EndpointsFileName)
 }
 
 // PublishedPodManifest is <manifests-dir>/<t>-pod.yaml.

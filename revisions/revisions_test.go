@@ -291,3 +291,20 @@ func TestLayoutAbsolute(t *testing.T) {
 		t.Fatalf("Absolute() = %+v, want %+v", l, want)
 	}
 }
+
+func TestLiveFiles(t *testing.T) {
+	l := revisions.Layout{Target: "gw", ResourceDir: "/srv/res"}.Defaulted()
+	if got, want := l.LiveDir(), "/srv/res/gw-live"; got != want {
+		t.Errorf("LiveDir %q, want %q", got, want)
+	}
+	if got, want := l.EndpointsFile(), "/srv/res/gw-live/endpoints.json"; got != want {
+		t.Errorf("EndpointsFile %q, want %q", got, want)
+	}
+	// The live folder sits among the revisions and is none of them.
+	if _, ok := l.ParseRevisionDirName(filepath.Base(l.LiveDir())); ok {
+		t.Errorf("%s parses as a revision folder", l.LiveDir())
+	}
+	if _, _, ok := revisions.LayoutFromRevisionDir(l.LiveDir()); ok {
+		t.Errorf("%s is taken for a revision folder", l.LiveDir())
+	}
+}

@@ -45,6 +45,9 @@ func TestControllerFlags(t *testing.T) {
 			if !reflect.DeepEqual(o.Render.ProxyArgs, []string{"--ingress-class=revgate"}) {
 				t.Fatalf("proxy args %v: the proxy must serve the controller's class", o.Render.ProxyArgs)
 			}
+			if o.Render.EndpointsFile != "/etc/kubernetes/static-pod-resources/revgate-live/endpoints.json" {
+				t.Fatalf("endpoints file %q: the proxy must follow the file the controller writes", o.Render.EndpointsFile)
+			}
 		}},
 		{name: "the proxy's options come from its arguments", args: []string{"--node-name=n1", "--ingress-class=edge", "--proxy-arg=--fallback=backfill", "--proxy-arg=--root-namespaces=a,b"},
 			check: func(t *testing.T, o *controllerOptions) {

@@ -30,7 +30,7 @@ func TestInstallFlags(t *testing.T) {
 		"configmaps": "[]", "secrets": "[]", "optional-configmaps": "[]", "optional-secrets": "[]",
 		"termination-log": "", "binary": "", "image": "revgate:latest", "image-pull-policy": "IfNotPresent",
 		"proxy-arg": "[]", "monitor-arg": "[]", "lock-timeout": "2m0s", "strict": "false", "no-publish": "false",
-		"retry-timeout": "1m0s", "node-name": defaultNodeName(),
+		"retry-timeout": "1m0s", "node-name": defaultNodeName(), "endpoints-file": "",
 	}
 	for name, def := range defaults {
 		f := cmd.Flags().Lookup(name)
@@ -73,6 +73,14 @@ func TestInstallOptionsParse(t *testing.T) {
 				exe, _ := os.Executable()
 				if o.render.Binary != exe || !filepath.IsAbs(o.render.Binary) {
 					t.Fatalf("binary %q, want this executable %q", o.render.Binary, exe)
+				}
+			},
+		},
+		{
+			name: "endpoints file made absolute", args: []string{"--source-dir=x", "--endpoints-file=res/revgate-live/endpoints.json"},
+			check: func(t *testing.T, o *installOptions) {
+				if !filepath.IsAbs(o.render.EndpointsFile) || !strings.HasSuffix(o.render.EndpointsFile, "/res/revgate-live/endpoints.json") {
+					t.Fatalf("endpoints file %q not made absolute", o.render.EndpointsFile)
 				}
 			},
 		},

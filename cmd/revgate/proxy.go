@@ -62,6 +62,8 @@ func (o *proxyOptions) addFlags(cmd *cobra.Command) {
 	fs.Int64Var(&o.server.Transport.MaxResponseHeaderBytes, "upstream-max-response-header-bytes", upstream.DefaultMaxResponseHeaderBytes, "largest upstream response header block accepted (502 beyond)")
 	fs.IntVar(&o.gcPercent, "gc-percent", defaultGCPercent, "Go garbage collector target percentage (GOGC); GOMEMLIMIT still applies")
 	fs.BoolVar(&o.server.Pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the admin listener")
+	fs.StringVar(&o.server.Endpoints.File, "endpoints-file", "", "live endpoints file (a v1 List of EndpointSlices, by default written to <resource-dir>/<target>-live/endpoints.json) applied without a new revision; its folder is watched (empty: off, the revision's endpoints are served)")
+	fs.DurationVar(&o.server.Endpoints.RelistPeriod, "endpoints-relist-period", server.DefaultEndpointsRelistPeriod, "how often the live endpoints file is read besides on watch events")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 }
 
@@ -72,6 +74,9 @@ func (o *proxyOptions) validate() error {
 	}
 	if o.listeners.HTTP == "" && o.listeners.HTTPS == "" {
 		errs = append(errs, errors.New("no listener: --http-addr and --https-addr are both empty"))
+	}
+	if o.server.Endpoints.RelistPeriod <= 0 {
+		errs = append(errs, fmt.Errorf("invalid --endpoints-relist-period %s: want a positive duration", o.server.Endpoints.RelistPeriod))
 	}
 	if err := o.listeners.Validate(); err != nil {
 		errs = append(errs, err)
@@ -127,7 +132,9 @@ Ingress and IngressRoute rules. Admin endpoints (/healthz, /livez, /readyz,
 appended to --termination-log first; a failure exit appends an exit record.
 Listeners use SO_REUSEPORT: a traffic port still held by the process being
 replaced is joined only once this one is ready. SIGTERM drains in-flight
-requests.`,
+requests. With --endpoints-file, EndpointSlices written to that file (by
+revgate controller) replace the endpoints of the Services they belong to
+while the gateway runs, without a new revision.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd.Context())

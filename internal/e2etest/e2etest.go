@@ -9,10 +9,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/revgate/revgate/revisions"
@@ -100,31 +103,49 @@ spec:
               number: 80
 `)
 	}
-	for i, addr := range c.Upstreams {
-		host, port, err := net.SplitHostPort(addr)
+	slices, err := c.Slices()
+	if err != nil {
+		return "", err
+	}
+	for _, sl := range slices {
+		doc, err := yaml.Marshal(sl)
 		if err != nil {
-			return "", fmt.Errorf("upstream %q: %w", addr, err)
+			return "", err
 		}
-		fmt.Fprintf(&b, `---
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: web-%d
-  namespace: default
-  labels:
-    kubernetes.io/service-name: web
-addressType: IPv4
-ports:
-- name: http
-  port: %s
-endpoints:
-- addresses: ["%s"]
-`, i, port, host)
+		b.WriteString("---\n")
+		b.Write(doc)
 	}
 	for _, doc := range c.Extra {
 		b.WriteString("---\n" + doc)
 	}
 	return b.String(), nil
+}
+
+// Slices are the EndpointSlices of the Service "web", one per upstream
+// address (web-0, web-1, ...): in the revision's configuration, and what a
+// live endpoints file holds for the same upstreams.
+func (c Config) Slices() ([]discoveryv1.EndpointSlice, error) {
+	out := make([]discoveryv1.EndpointSlice, 0, len(c.Upstreams))
+	for i, addr := range c.Upstreams {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, fmt.Errorf("upstream %q: %w", addr, err)
+		}
+		n, err := strconv.Atoi(port)
+		if err != nil {
+			return nil, fmt.Errorf("upstream %q: %w", addr, err)
+		}
+		name, num := "http", int32(n)
+		out = append(out, discoveryv1.EndpointSlice{
+			TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice"},
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("web-%d", i), Namespace: "default",
+				Labels: map[string]string{"kubernetes.io/service-name": "web"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: &name, Port: &num}},
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{host}}},
+		})
+	}
+	return out, nil
 }
 
 // Write writes the configuration into a new source folder and returns it.

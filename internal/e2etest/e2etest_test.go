@@ -1,6 +1,7 @@
 package e2etest
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/revgate/revgate/proxy/config"
@@ -21,8 +22,17 @@ func TestConfigIsValidForTheGateway(t *testing.T) {
 		if len(snap.Problems) != 0 || len(snap.Routes) != 1 {
 			t.Fatalf("%+v: problems %v, routes %v", c, snap.Problems, snap.Routes)
 		}
-		if b := snap.Routes[0].Cluster.Backends[0].Backend; len(b.Endpoints) != len(c.Upstreams) || (b.HealthCheck != nil) != c.HealthCheck {
+		b := snap.Routes[0].Cluster.Backends[0].Backend
+		if len(b.Endpoints) != len(c.Upstreams) || (b.HealthCheck != nil) != c.HealthCheck {
 			t.Fatalf("%+v: backend %+v", c, b)
+		}
+		// The same slices in a live endpoints file give the same endpoints.
+		slices, err := c.Slices()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if live := config.LiveEndpoints(snap.Backends, slices); !reflect.DeepEqual(live[b.Key], b.Endpoints) {
+			t.Fatalf("%+v: live endpoints %v, revision endpoints %v", c, live, b.Endpoints)
 		}
 	}
 	bad := Config{Upstreams: []string{"127.0.0.1:9001"}, Extra: []string{BrokenIngress}}

@@ -92,4 +92,23 @@
 // namespace, name and id (metadata.uid); excludedObjects lists the broken
 // objects themselves too; causingObjects are rendered
 // "group/Kind:namespace/name" with the core group written "core".
+//
+// # Live endpoints
+//
+// EndpointSlices may also reach a running gateway without a revision: a
+// writer (the controller) keeps one file with every EndpointSlice it knows
+// and replaces it atomically (WriteEndpointsFile); `revgate proxy
+// --endpoints-file` watches it. The file is a v1 List of
+// discovery.k8s.io/v1 EndpointSlices sorted by namespace then name, with
+// metadata cleaned to name, namespace and labels, so that the same cluster
+// state always gives the same bytes (EncodeEndpoints). A file that does not
+// decode (DecodeEndpoints) is not applied at all.
+//
+// A Service with at least one EndpointSlice in the file (linked by the
+// kubernetes.io/service-name label, same namespace) takes its endpoints from
+// the file only, by the rules above (LiveEndpoints); a slice with no
+// endpoints means no endpoints. A Service with no slice in the file keeps
+// the endpoints of its revision. Live endpoints change the addresses of the
+// backends a revision serves; they never add or remove routes or backends,
+// and an ExternalName Service keeps its external name.
 package config

@@ -353,36 +353,53 @@ func (t *translator) endpointSlice(o *object, s *discoveryv1.EndpointSlice) {
 	if s.Labels[labelServiceName] == "" {
 		t.warnf(o, "metadata.labels", "no %s label: not linked to any Service", labelServiceName)
 	}
+	for _, fe := range checkEndpointSlice(s) {
+		t.errorf(o, fe.field, "%s", fe.message)
+	}
+}
+
+// fieldError is a problem with one field of an object.
+type fieldError struct {
+	field, message string
+}
+
+// checkEndpointSlice returns what makes an EndpointSlice unusable: an
+// unsupported address type, a port out of range, an endpoint without
+// addresses or with an address that does not match the address type.
+// Loopback addresses are accepted (the upstreams of an edge host are often
+// local processes). The revision loader and live endpoints share it.
+func checkEndpointSlice(s *discoveryv1.EndpointSlice) []fieldError {
 	switch s.AddressType {
 	case discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6, discoveryv1.AddressTypeFQDN:
 	default:
-		t.errorf(o, "addressType", "unsupported address type %q", s.AddressType)
-		return
+		return []fieldError{{"addressType", fmt.Sprintf("unsupported address type %q", s.AddressType)}}
 	}
+	var out []fieldError
 	for i, p := range s.Ports {
 		if p.Port != nil && (*p.Port < 1 || *p.Port > 65535) {
-			t.errorf(o, fmt.Sprintf("ports[%d].port", i), "port %d out of range 1-65535", *p.Port)
+			out = append(out, fieldError{fmt.Sprintf("ports[%d].port", i), fmt.Sprintf("port %d out of range 1-65535", *p.Port)})
 		}
 	}
 	for i, ep := range s.Endpoints {
 		if len(ep.Addresses) == 0 {
-			t.errorf(o, fmt.Sprintf("endpoints[%d].addresses", i), "no address")
+			out = append(out, fieldError{fmt.Sprintf("endpoints[%d].addresses", i), "no address"})
 		}
 		for j, a := range ep.Addresses {
 			field := fmt.Sprintf("endpoints[%d].addresses[%d]", i, j)
 			switch s.AddressType {
 			case discoveryv1.AddressTypeFQDN:
 				if errs := validation.IsDNS1123Subdomain(a); len(errs) > 0 {
-					t.errorf(o, field, "invalid DNS name %q", a)
+					out = append(out, fieldError{field, fmt.Sprintf("invalid DNS name %q", a)})
 				}
 			default:
 				ip := net.ParseIP(a)
 				if ip == nil || (s.AddressType == discoveryv1.AddressTypeIPv4) != (ip.To4() != nil) {
-					t.errorf(o, field, "invalid %s address %q", s.AddressType, a)
+					out = append(out, fieldError{field, fmt.Sprintf("invalid %s address %q", s.AddressType, a)})
 				}
 			}
 		}
 	}
+	return out
 }
 
 // servicePort resolves a Service port by number or name (number 0 and name
@@ -432,33 +449,47 @@ func (t *translator) backend(so *object, sp *corev1.ServicePort) *model.Backend 
 	}
 	svc := so.obj.(*corev1.Service)
 	b := &model.Backend{
-		Key:       key,
-		Service:   so.ref,
-		Endpoints: t.endpoints(so, svc, sp),
-		TLS:       sp.Name == "https" || (sp.AppProtocol != nil && strings.EqualFold(*sp.AppProtocol, "https")),
+		Key:          key,
+		Service:      so.ref,
+		TLS:          sp.Name == "https" || (sp.AppProtocol != nil && strings.EqualFold(*sp.AppProtocol, "https")),
+		Port:         model.ServicePort{Name: sp.Name, Number: sp.Port, TargetPort: sp.TargetPort.IntVal},
+		ExternalName: svc.Spec.Type == corev1.ServiceTypeExternalName,
 	}
+	b.Endpoints = t.endpoints(so, svc, b)
 	t.out.backends[key] = b
 	return b
 }
 
-func (t *translator) endpoints(so *object, svc *corev1.Service, sp *corev1.ServicePort) []string {
-	if svc.Spec.Type == corev1.ServiceTypeExternalName {
-		return []string{net.JoinHostPort(strings.TrimSuffix(svc.Spec.ExternalName, "."), strconv.Itoa(int(sp.Port)))}
+func (t *translator) endpoints(so *object, svc *corev1.Service, b *model.Backend) []string {
+	if b.ExternalName {
+		return []string{net.JoinHostPort(strings.TrimSuffix(svc.Spec.ExternalName, "."), strconv.Itoa(int(b.Port.Number)))}
 	}
-	var out []string
-	slices := t.st.slices[so.ref.Namespace+"/"+so.ref.Name]
-	found := false
-	for _, slo := range slices {
+	var slices []*discoveryv1.EndpointSlice
+	for _, slo := range t.st.slices[so.ref.Namespace+"/"+so.ref.Name] {
 		if slo.ignored != "" || t.unusable(slo.ref) {
 			continue
 		}
-		found = true
-		sl := slo.obj.(*discoveryv1.EndpointSlice)
+		slices = append(slices, slo.obj.(*discoveryv1.EndpointSlice))
+	}
+	if len(slices) == 0 && svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		return []string{net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(b.Port.Number)))}
+	}
+	return sliceEndpoints(b.Port, slices)
+}
+
+// sliceEndpoints returns the sorted, distinct "host:port" addresses that
+// EndpointSlices give a Service port: the slice port named like the Service
+// port (a slice without ports serves the target port, or the port itself
+// when the target port is named or unset), for every endpoint not marked
+// unready. The revision loader and live endpoints share it.
+func sliceEndpoints(sp model.ServicePort, slices []*discoveryv1.EndpointSlice) []string {
+	out := []string{}
+	for _, sl := range slices {
 		port := int32(0)
 		if len(sl.Ports) == 0 {
-			port = sp.TargetPort.IntVal
+			port = sp.TargetPort
 			if port == 0 {
-				port = sp.Port
+				port = sp.Number
 			}
 		}
 		for _, p := range sl.Ports {
@@ -474,24 +505,18 @@ func (t *translator) endpoints(so *object, svc *corev1.Service, sp *corev1.Servi
 		if port == 0 {
 			continue
 		}
+		ps := strconv.Itoa(int(port))
 		for _, ep := range sl.Endpoints {
 			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
 				continue
 			}
 			for _, a := range ep.Addresses {
-				out = append(out, net.JoinHostPort(a, strconv.Itoa(int(port))))
+				out = append(out, net.JoinHostPort(a, ps))
 			}
 		}
 	}
-	if !found && svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != corev1.ClusterIPNone {
-		out = append(out, net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(sp.Port))))
-	}
 	sort.Strings(out)
-	out = dedupe(out)
-	if out == nil {
-		out = []string{}
-	}
-	return out
+	return dedupe(out)
 }
 
 func dedupe(s []string) []string {

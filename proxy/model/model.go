@@ -160,6 +160,26 @@ type Backend struct {
 	// TLS dials the endpoints with TLS (Service port named "https" or
 	// appProtocol https). Certificates of upstreams are not verified.
 	TLS bool `json:"tls,omitempty"`
+	// Port is the Service port the backend serves, kept so that its
+	// endpoints can be found again in EndpointSlices that arrive after the
+	// revision was cut (live endpoints).
+	Port ServicePort `json:"port"`
+	// ExternalName marks a backend of an ExternalName Service: its one
+	// endpoint is a DNS name, and EndpointSlices never change it.
+	ExternalName bool `json:"externalName,omitempty"`
+}
+
+// ServicePort is what matching EndpointSlice ports against a Service port
+// needs: an EndpointSlice port is taken when its name equals Name; a slice
+// without ports serves TargetPort (or Number when the target port is unset or
+// named).
+type ServicePort struct {
+	// Name is the Service port's name ("" for an unnamed port).
+	Name string `json:"name,omitempty"`
+	// Number is the Service port's number.
+	Number int32 `json:"number"`
+	// TargetPort is the numeric target port, 0 when unset or named.
+	TargetPort int32 `json:"targetPort,omitempty"`
 }
 
 // HealthCheck is an active HTTP health check (Contour's healthCheck block).

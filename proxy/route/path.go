@@ -2,6 +2,8 @@ package route
 
 import (
 	"strings"
+
+	"github.com/revgate/revgate/internal/httpsyntax"
 )
 
 // EscapedSlashes says what an encoded slash (%2F) or backslash (%5C, or a
@@ -104,29 +106,6 @@ func CleanRoutePath(p string) (string, error) {
 	return NormalizePath(p, PathOptions{})
 }
 
-// pchar marks the bytes that stand for themselves in a canonical path
-// segment: unreserved, sub-delims, ':' and '@' (RFC 3986 section 3.3).
-var pchar = func() (t [256]bool) {
-	for c := 'a'; c <= 'z'; c++ {
-		t[c] = true
-	}
-	for c := 'A'; c <= 'Z'; c++ {
-		t[c] = true
-	}
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
-	}
-	for _, c := range "-._~!$&'()*+,;=:@" {
-		t[c] = true
-	}
-	return t
-}()
-
-func isUnreserved(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-		c == '-' || c == '.' || c == '_' || c == '~'
-}
-
 // isCanonical reports whether p (starting with '/') needs no change: only
 // pchar bytes and separators, no escape, no dot segment, no segment starting
 // like one followed by parameters, and no empty segment unless kept.
@@ -134,7 +113,7 @@ func isCanonical(p string, o PathOptions) bool {
 	segStart := 1
 	for i := 1; i <= len(p); i++ {
 		if i < len(p) && p[i] != '/' {
-			if !pchar[p[i]] {
+			if !httpsyntax.PChar[p[i]] {
 				return false
 			}
 			continue
@@ -162,19 +141,13 @@ func looksLikeDotSegment(seg string) bool {
 	return seg == "." || seg == ".."
 }
 
-func unhex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
+// writeEscaped writes c percent-encoded with upper-case hex.
+func writeEscaped(b *strings.Builder, c byte) {
+	const upperHex = "0123456789ABCDEF"
+	b.WriteByte('%')
+	b.WriteByte(upperHex[c>>4])
+	b.WriteByte(upperHex[c&15])
 }
-
-const upperHex = "0123456789ABCDEF"
 
 // normalizeSlow builds the canonical path segment by segment.
 func normalizeSlow(p string, o PathOptions) (string, error) {
@@ -239,8 +212,8 @@ func normalizeSlow(p string, o PathOptions) (string, error) {
 			if i+2 >= len(p) {
 				return "", errBadEscape
 			}
-			hi, ok1 := unhex(p[i+1])
-			lo, ok2 := unhex(p[i+2])
+			hi, ok1 := httpsyntax.Unhex(p[i+1])
+			lo, ok2 := httpsyntax.Unhex(p[i+2])
 			if !ok1 || !ok2 {
 				return "", errBadEscape
 			}
@@ -257,19 +230,15 @@ func normalizeSlow(p string, o PathOptions) (string, error) {
 				if err := separator("%5C", true); err != nil {
 					return "", err
 				}
-			case isUnreserved(b):
+			case httpsyntax.Unreserved[b]:
 				seg.WriteByte(b)
 			default:
-				seg.WriteByte('%')
-				seg.WriteByte(upperHex[b>>4])
-				seg.WriteByte(upperHex[b&15])
+				writeEscaped(&seg, b)
 			}
-		case pchar[c]:
+		case httpsyntax.PChar[c]:
 			seg.WriteByte(c)
 		default:
-			seg.WriteByte('%')
-			seg.WriteByte(upperHex[c>>4])
-			seg.WriteByte(upperHex[c&15])
+			writeEscaped(&seg, c)
 		}
 	}
 	if err := flush(true); err != nil {
@@ -318,8 +287,8 @@ func decodeAll(s string) string {
 	b.Grow(len(s))
 	for i := 0; i < len(s); i++ {
 		if s[i] == '%' && i+2 < len(s) {
-			hi, ok1 := unhex(s[i+1])
-			lo, ok2 := unhex(s[i+2])
+			hi, ok1 := httpsyntax.Unhex(s[i+1])
+			lo, ok2 := httpsyntax.Unhex(s[i+2])
 			if ok1 && ok2 {
 				b.WriteByte(hi<<4 | lo)
 				i += 2

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/revgate/revgate/internal/httpsyntax"
 )
 
 // The framing gate.
@@ -354,7 +356,7 @@ func (c *gateConn) chunkSize(line []byte) (uint64, bool) {
 	}
 	var n uint64
 	for _, b := range p {
-		d, ok := unhexDigit(b)
+		d, ok := httpsyntax.Unhex(b)
 		if !ok {
 			return 0, false
 		}
@@ -366,18 +368,6 @@ func (c *gateConn) chunkSize(line []byte) (uint64, bool) {
 		return 0, false
 	}
 	return n, true
-}
-
-func unhexDigit(b byte) (byte, bool) {
-	switch {
-	case '0' <= b && b <= '9':
-		return b - '0', true
-	case 'a' <= b && b <= 'f':
-		return b - 'a' + 10, true
-	case 'A' <= b && b <= 'F':
-		return b - 'A' + 10, true
-	}
-	return 0, false
 }
 
 // parseTrailer validates the trailer section after the last chunk and
@@ -414,7 +404,7 @@ func validField(line []byte) bool {
 		return false
 	}
 	for _, b := range line[:colon] {
-		if !tokenChar[b] {
+		if !httpsyntax.Token[b] {
 			return false
 		}
 	}
@@ -425,23 +415,6 @@ func validField(line []byte) bool {
 	}
 	return true
 }
-
-// tokenChar marks the bytes of an RFC 9110 token.
-var tokenChar = func() (t [256]bool) {
-	for c := 'a'; c <= 'z'; c++ {
-		t[c] = true
-	}
-	for c := 'A'; c <= 'Z'; c++ {
-		t[c] = true
-	}
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
-	}
-	for _, c := range "!#$%&'*+-.^_`|~" {
-		t[c] = true
-	}
-	return t
-}()
 
 // head is what the gate needs to know of a request head.
 type head struct {

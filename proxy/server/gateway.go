@@ -92,6 +92,8 @@ type Options struct {
 	PID int
 	// Pprof serves Go profiles under /debug/pprof/ on the admin listener.
 	Pprof bool
+	// Endpoints configures live endpoints (endpoints.go); off by default.
+	Endpoints EndpointsOptions
 }
 
 func (o *Options) setDefaults() {
@@ -151,6 +153,8 @@ type Gateway struct {
 	hijackedMu  sync.Mutex
 	hijacked    map[net.Conn]struct{}
 	healthStart sync.Once
+	// live follows the live endpoints file; nil when there is none.
+	live *liveEndpoints
 }
 
 type listener struct {
@@ -171,6 +175,7 @@ func New(snap *model.Snapshot, o Options) *Gateway {
 	}
 	g.runtime.Store(g.compile(snap))
 	g.metrics.setSnapshot(snap)
+	g.initLiveEndpoints()
 	return g
 }
 
@@ -183,8 +188,8 @@ func (g *Gateway) compile(snap *model.Snapshot) *runtime {
 			return p
 		}
 		p := upstream.NewPool(b, g.opts.Transport)
-		p.OnHealthChange(func(p *upstream.Pool, e *upstream.Endpoint, healthy bool) {
-			g.metrics.setEndpointHealth(p.Backend.Key, e.Addr, healthy)
+		p.OnHealthChange(func(p *upstream.Pool, e *upstream.Endpoint, _ bool) {
+			g.endpointHealthChanged(p, e)
 		})
 		for _, e := range p.Endpoints() {
 			g.metrics.setEndpointHealth(b.Key, e.Addr, e.Healthy())
@@ -370,6 +375,7 @@ func (g *Gateway) Serve(ctx context.Context) error {
 	hcCtx, stopHC := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHC()
 	g.StartHealthChecks(hcCtx)
+	g.runLiveEndpoints(ctx)
 
 	failed := make(chan error, 4)
 	g.mu.Lock()
@@ -628,6 +634,9 @@ func (g *Gateway) AdminHandler() http.Handler {
 			"/debug/config/status":   g.debugStatus,
 			"/debug/config/routes":   g.debugRoutes,
 			"/debug/config/fallback": func() any { return g.Snapshot().Fallback },
+
+			// The live endpoints source (endpoints.go).
+			"/debug/config/endpoints": g.debugEndpoints,
 		},
 	})
 }

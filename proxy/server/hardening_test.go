@@ -401,20 +401,28 @@ func TestFraming(t *testing.T) {
 	})
 }
 
+// echoRaw sends a raw request to the /public echo upstream of a fresh
+// confusionGateway and returns the connection, the answer (200) and what
+// the upstream saw.
+func echoRaw(t *testing.T, request string) (*rawConn, *http.Response, echo) {
+	t.Helper()
+	g, _, _, _ := confusionGateway(t, route.PathOptions{})
+	rc := dialRaw(t, g.Addr("http").String(), nil)
+	rc.send(t, request)
+	resp, body := rc.response(t)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d (%q)", resp.StatusCode, body)
+	}
+	return rc, resp, decodeEcho(t, body)
+}
+
 // TestUpgradeNotSwitched: a request that asks to upgrade passes the gate
 // unvalidated after its head, so when the upstream does not switch
 // protocols the answer closes the connection; an h2c upgrade is never
 // forwarded (it would open a raw HTTP/2 tunnel to the upstream).
 func TestUpgradeNotSwitched(t *testing.T) {
-	g, _, _, _ := confusionGateway(t, route.PathOptions{})
-	rc := dialRaw(t, g.Addr("http").String(), nil)
-	rc.send(t, "GET /public HTTP/1.1\r\nHost: gw.test\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n"+
+	rc, resp, e := echoRaw(t, "GET /public HTTP/1.1\r\nHost: gw.test\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n"+
 		"GET /admin/x HTTP/1.1\r\nHost: gw.test\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n")
-	resp, body := rc.response(t)
-	if resp.StatusCode != 200 {
-		t.Fatalf("status %d", resp.StatusCode)
-	}
-	e := decodeEcho(t, body)
 	for _, h := range []string{"Upgrade", "Http2-Settings"} {
 		if v := e.Header.Get(h); v != "" {
 			t.Errorf("upstream received %s: %q", h, v)
@@ -443,15 +451,8 @@ func BenchmarkGate(b *testing.B) {
 // CGI-style upstream reads as X-Forwarded-For) never reaches the upstream,
 // and an h2c upgrade offered among other protocols is not forwarded either.
 func TestForwardedHeadersCannotBeSpoofed(t *testing.T) {
-	g, _, _, _ := confusionGateway(t, route.PathOptions{})
-	rc := dialRaw(t, g.Addr("http").String(), nil)
-	rc.send(t, "GET /public HTTP/1.1\r\nHost: gw.test\r\nX_Forwarded_For: 6.6.6.6\r\nx_forwarded_proto: https\r\nX-Forwarded_Host: evil\r\nX_Custom: kept\r\n"+
+	_, _, e := echoRaw(t, "GET /public HTTP/1.1\r\nHost: gw.test\r\nX_Forwarded_For: 6.6.6.6\r\nx_forwarded_proto: https\r\nX-Forwarded_Host: evil\r\nX_Custom: kept\r\n"+
 		"Connection: upgrade\r\nUpgrade: websocket, h2c\r\n\r\n")
-	resp, body := rc.response(t)
-	if resp.StatusCode != 200 {
-		t.Fatalf("status %d", resp.StatusCode)
-	}
-	e := decodeEcho(t, body)
 	for k := range e.Header {
 		if strings.Contains(strings.ToLower(k), "forwarded_") {
 			t.Errorf("upstream received %s: %q", k, e.Header[k])

@@ -19,6 +19,16 @@ type Endpoint struct {
 	active atomic.Int64
 	// healthy is the health-check verdict; always true without health checks.
 	healthy atomic.Bool
+	// pending is true until the first health verdict of an endpoint of a
+	// health-checked pool.
+	pending atomic.Bool
+	// retired is set once the endpoint left its pool for good: the last
+	// request in flight closes its idle connections.
+	retired atomic.Bool
+	// pool is the pool the endpoint belongs to (nil for bare endpoints).
+	pool *Pool
+	// stopCheck ends its health-check loop (under pool.mu).
+	stopCheck func()
 }
 
 // Healthy reports the endpoint's health verdict.
@@ -33,7 +43,13 @@ func (e *Endpoint) Begin() func() {
 	return e.end
 }
 
-func (e *Endpoint) end() { e.active.Add(-1) }
+func (e *Endpoint) end() {
+	if e.active.Add(-1) == 0 && e.retired.Load() && e.pool != nil {
+		// The connection of the request that just ended went back to the
+		// idle pool: nothing will use it again.
+		e.pool.closeIdle(e.Addr)
+	}
+}
 
 // Selector picks one of the healthy endpoints (never called with none).
 type Selector interface {

@@ -58,39 +58,79 @@ func (t *tracker) observe(healthy bool, r probeResult) bool {
 	}
 }
 
-// RunHealthChecks checks every endpoint of the pool on its backend's health
+// checker is the health checking of one pool while RunHealthChecks runs.
+type checker struct {
+	ctx    context.Context
+	clk    clock.Clock
+	log    *slog.Logger
+	client *http.Client
+	hc     model.HealthCheck
+	wg     sync.WaitGroup
+}
+
+// RunHealthChecks checks the endpoints of the pool on its backend's health
 // check until ctx is done; it returns at once when the backend has none.
-// Each endpoint is checked right away and then on every tick of clk.
+// Each endpoint is checked right away and then on every tick of clk;
+// endpoints added by SetEndpoints are checked from when they are added,
+// removed ones no more once they leave.
 func (p *Pool) RunHealthChecks(ctx context.Context, clk clock.Clock, log *slog.Logger) {
 	if p.Backend.HealthCheck == nil {
 		return
 	}
 	hc := p.Backend.HealthCheck.WithDefaults()
-	client := &http.Client{
-		Transport: p.Transport,
-		Timeout:   hc.Timeout,
-		CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse
+	c := &checker{
+		ctx: ctx,
+		clk: clk,
+		log: log,
+		client: &http.Client{
+			Transport: p.Transport,
+			Timeout:   hc.Timeout,
+			CheckRedirect: func(*http.Request, []*http.Request) error {
+				return http.ErrUseLastResponse
+			},
 		},
+		hc: hc,
 	}
-	var wg sync.WaitGroup
-	for _, e := range p.endpoints {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p.checkLoop(ctx, clk, log, client, hc, e)
-		}()
+	p.mu.Lock()
+	if p.checker != nil {
+		p.mu.Unlock()
+		return
 	}
-	wg.Wait()
+	p.checker = c
+	for _, e := range *p.endpoints.Load() {
+		p.startCheckLocked(e)
+	}
+	for _, e := range p.lingering {
+		p.startCheckLocked(e)
+	}
+	p.mu.Unlock()
+	<-ctx.Done()
+	p.mu.Lock()
+	p.checker = nil
+	p.mu.Unlock()
+	c.wg.Wait()
 }
 
-func (p *Pool) checkLoop(ctx context.Context, clk clock.Clock, log *slog.Logger, client *http.Client, hc model.HealthCheck, e *Endpoint) {
-	log = log.With("backend", p.Backend.Key, "endpoint", e.Addr)
-	t := &tracker{hc: hc}
-	ticker := clk.NewTicker(hc.Interval)
+// startCheckLocked starts the check loop of e.
+func (p *Pool) startCheckLocked(e *Endpoint) {
+	c := p.checker
+	ctx, cancel := context.WithCancel(c.ctx)
+	e.stopCheck = cancel
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer cancel()
+		p.checkLoop(ctx, c, e)
+	}()
+}
+
+func (p *Pool) checkLoop(ctx context.Context, c *checker, e *Endpoint) {
+	log := c.log.With("backend", p.Backend.Key, "endpoint", e.Addr)
+	t := &tracker{hc: c.hc}
+	ticker := c.clk.NewTicker(c.hc.Interval)
 	defer ticker.Stop()
 	for {
-		p.checkOnce(ctx, log, client, hc, t, e)
+		p.checkOnce(ctx, log, c.client, c.hc, t, e)
 		select {
 		case <-ctx.Done():
 			return

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,9 +79,11 @@ func NewTransport(o TransportOptions, useTLS bool) *http.Transport {
 }
 
 // Pool is the live state of one model.Backend: its endpoints, their health,
-// its strategy and its transport.
+// its strategy and its transport. Its set of endpoints can be replaced while
+// it serves (SetEndpoints); picking takes no lock.
 type Pool struct {
-	// Backend is the backend from the Snapshot.
+	// Backend is the backend from the Snapshot; its Endpoints are those of
+	// the revision, which live endpoints may have replaced (see Endpoints).
 	Backend *model.Backend
 	// Transport carries requests to the endpoints.
 	Transport *http.Transport
@@ -89,12 +92,20 @@ type Pool struct {
 
 	fast *h1Client
 
-	endpoints []*Endpoint
+	// endpoints is the current set ("members"), swapped whole.
+	endpoints atomic.Pointer[[]*Endpoint]
 	selector  Selector
-	// healthy is the current list of healthy endpoints, swapped whole when a
-	// verdict changes so that picking takes no lock.
-	healthy  atomic.Pointer[[]*Endpoint]
-	mu       sync.Mutex // serialises rebuilds of healthy
+	// healthy is the list requests pick from, swapped whole when a verdict
+	// or the set changes so that picking takes no lock.
+	healthy atomic.Pointer[[]*Endpoint]
+	// mu serialises changes of the set, of lingering and of healthy.
+	mu sync.Mutex
+	// lingering are endpoints removed from a health-checked pool while
+	// healthy, kept for picking only while no member is healthy and some
+	// member still waits for its first verdict (see SetEndpoints).
+	lingering []*Endpoint
+	// checker runs the health checks; nil while they do not run.
+	checker  *checker
 	onHealth func(p *Pool, e *Endpoint, healthy bool)
 	// checks counts completed health checks (tests wait on it).
 	checks atomic.Int64
@@ -110,19 +121,34 @@ func NewPool(b *model.Backend, o TransportOptions) *Pool {
 	}
 	p.Transport = NewTransport(o, b.TLS)
 	p.fast = newH1Client(o)
+	eps := make([]*Endpoint, 0, len(b.Endpoints))
 	for _, addr := range b.Endpoints {
-		e := &Endpoint{Addr: addr}
-		e.healthy.Store(b.HealthCheck == nil)
-		p.endpoints = append(p.endpoints, e)
+		eps = append(eps, p.newEndpoint(addr))
 	}
-	p.rebuild()
+	p.endpoints.Store(&eps)
+	p.mu.Lock()
+	p.rebuildLocked()
+	p.mu.Unlock()
 	return p
 }
 
-// Endpoints returns every endpoint, healthy or not.
-func (p *Pool) Endpoints() []*Endpoint { return p.endpoints }
+// newEndpoint makes an endpoint of this pool: healthy at once without a
+// health check, waiting for its first verdict with one.
+func (p *Pool) newEndpoint(addr string) *Endpoint {
+	e := &Endpoint{Addr: addr, pool: p}
+	checked := p.Backend.HealthCheck != nil
+	e.healthy.Store(!checked)
+	e.pending.Store(checked)
+	return e
+}
 
-// Healthy returns the healthy endpoints (do not modify the slice).
+// Endpoints returns the current set of endpoints, healthy or not (do not
+// modify the slice). Endpoints removed by SetEndpoints are not in it, even
+// while they finish requests in flight.
+func (p *Pool) Endpoints() []*Endpoint { return *p.endpoints.Load() }
+
+// Healthy returns the endpoints requests are sent to (do not modify the
+// slice).
 func (p *Pool) Healthy() []*Endpoint { return *p.healthy.Load() }
 
 // HasHealthy reports whether any endpoint may take traffic.
@@ -137,28 +163,55 @@ func (p *Pool) Pick() *Endpoint {
 	return p.selector.Select(eps)
 }
 
-// OnHealthChange registers a function called when an endpoint's verdict
-// changes (for metrics and logs). Call before health checks start.
+// OnHealthChange registers a function called when the verdict of an
+// endpoint of the current set changes (for metrics and logs). Call before
+// health checks start.
 func (p *Pool) OnHealthChange(f func(p *Pool, e *Endpoint, healthy bool)) { p.onHealth = f }
 
 // SetHealthy records a verdict for an endpoint.
 func (p *Pool) SetHealthy(e *Endpoint, healthy bool) {
-	if e.healthy.Swap(healthy) == healthy {
-		return
+	p.mu.Lock()
+	// The first verdict ends the wait of a new endpoint even when it keeps
+	// the endpoint unhealthy: lingering endpoints leave then.
+	first := e.pending.Swap(false)
+	changed := e.healthy.Swap(healthy) != healthy
+	if changed || first {
+		p.rebuildLocked()
 	}
-	p.rebuild()
-	if p.onHealth != nil {
+	member := !e.retired.Load() && !slices.Contains(p.lingering, e)
+	p.mu.Unlock()
+	if changed && member && p.onHealth != nil {
 		p.onHealth(p, e, healthy)
 	}
 }
 
-func (p *Pool) rebuild() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	eps := make([]*Endpoint, 0, len(p.endpoints))
-	for _, e := range p.endpoints {
+// rebuildLocked recomputes the list requests pick from: the healthy members,
+// or, while none is healthy and some member waits for its first verdict,
+// the healthy lingering endpoints. Lingering endpoints that are not needed
+// any more are retired.
+func (p *Pool) rebuildLocked() {
+	members := *p.endpoints.Load()
+	eps := make([]*Endpoint, 0, len(members))
+	waiting := false
+	for _, e := range members {
 		if e.healthy.Load() {
 			eps = append(eps, e)
+		} else if e.pending.Load() {
+			waiting = true
+		}
+	}
+	if len(p.lingering) > 0 {
+		if len(eps) == 0 && waiting {
+			for _, e := range p.lingering {
+				if e.healthy.Load() {
+					eps = append(eps, e)
+				}
+			}
+		} else {
+			for _, e := range p.lingering {
+				p.retireLocked(e)
+			}
+			p.lingering = nil
 		}
 	}
 	p.healthy.Store(&eps)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -175,8 +176,8 @@ func (c *cluster) controllerRunning() bool {
 
 func (c *cluster) ctx() context.Context { return context.Background() }
 
-// service creates a Service and its EndpointSlice listing the upstreams.
-func (c *cluster) service(name string, ups ...*upstream) {
+// service creates a Service and its EndpointSlice <name>-1 with upstream u.
+func (c *cluster) service(name string, u *upstream) {
 	c.t.Helper()
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.ns},
@@ -185,20 +186,32 @@ func (c *cluster) service(name string, ups ...*upstream) {
 	if _, err := c.client.CoreV1().Services(c.ns).Create(c.ctx(), svc, metav1.CreateOptions{}); err != nil {
 		c.t.Fatal(err)
 	}
-	pname, port := "http", int32(0)
+	c.addSlice(name, name+"-1", u)
+}
+
+// addSlice adds an EndpointSlice of a Service with one upstream: the
+// upstreams listen on ports of their own, and a slice has one port list.
+func (c *cluster) addSlice(service, name string, u *upstream) {
+	c.t.Helper()
+	host, p, _ := net.SplitHostPort(u.addr)
+	n, _ := strconv.Atoi(p)
+	pname, port := "http", int32(n)
 	sl := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: name + "-1", Namespace: c.ns, Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+		ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: c.ns, Labels: map[string]string{discoveryv1.LabelServiceName: service}},
 		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{host}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: &pname, Port: &port}},
 	}
-	for _, u := range ups {
-		host, p, _ := net.SplitHostPort(u.addr)
-		n, _ := strconv.Atoi(p)
-		port = int32(n)
-		sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{Addresses: []string{host}})
-	}
-	// One port per slice: the scenarios give a Service upstreams on one port.
-	sl.Ports = []discoveryv1.EndpointPort{{Name: &pname, Port: &port}}
 	if _, err := c.client.DiscoveryV1().EndpointSlices(c.ns).Create(c.ctx(), sl, metav1.CreateOptions{}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// deleteSlice removes an EndpointSlice, as the EndpointSlice controller
+// does when the last pod behind it goes.
+func (c *cluster) deleteSlice(name string) {
+	c.t.Helper()
+	if err := c.client.DiscoveryV1().EndpointSlices(c.ns).Delete(c.ctx(), name, metav1.DeleteOptions{}); err != nil {
 		c.t.Fatal(err)
 	}
 }
@@ -262,9 +275,10 @@ func (c *cluster) revisions() []int {
 // real API server, real processes and real sockets: creating an Ingress
 // serves it; editing it cuts one revision; a broken Ingress gets an Event
 // and no address while the healthy one keeps serving; a restarted
-// controller cuts no revision; an API server stopped for 30 s loses no
-// request, and the controller picks up changes once it is back. Clients
-// send requests throughout, and none may fail.
+// controller cuts no revision; EndpointSlices scaled up and down change the
+// answering upstreams without a revision; an API server stopped for 30 s
+// loses no request, and the controller picks up changes once it is back.
+// Clients send requests throughout, and none may fail.
 func TestClusterLoop(t *testing.T) {
 	t.Parallel()
 	ip := hostIP(t)
@@ -322,6 +336,25 @@ func TestClusterLoop(t *testing.T) {
 		t.Fatalf("revisions %v after a restart", revs)
 	}
 
+	step("scaling the Service's EndpointSlices up and down changes the answering upstreams without a revision")
+	v3 := startHostUpstream(t, "v3", ip)
+	up := time.Now()
+	c.addSlice("web2", "web2-2", v3)
+	t.Logf("scale-up answered after %s", e.waitAnswer(t, "v3", up).Round(time.Millisecond))
+	e.waitLiveEndpoints(t, v2.addr, v3.addr)
+	down := time.Now()
+	c.deleteSlice("web2-1")
+	e.waitLiveEndpoints(t, v3.addr)
+	t.Logf("scale-down applied after %s", time.Since(down).Round(time.Millisecond))
+	for i := 0; i < 10; i++ {
+		if r := get("http://" + e.httpAddr + "/after"); r.err != nil || r.status != http.StatusOK || !strings.HasPrefix(r.body, "v3 ") {
+			t.Fatalf("after scaling down: %d %q %v", r.status, r.body, r.err)
+		}
+	}
+	if revs := c.revisions(); !reflect.DeepEqual(revs, []int{1, 2, 3}) {
+		t.Fatalf("revisions %v: endpoint changes cut revisions", revs)
+	}
+
 	step("the API server stops for 30 s")
 	kubetest.StopAPIServer(t)
 	apiUp := false
@@ -334,7 +367,7 @@ func TestClusterLoop(t *testing.T) {
 	if !c.controllerRunning() {
 		t.Fatal("the controller exited while the API server was away")
 	}
-	if ok, detail := e.serving(3, "v2"); !ok {
+	if ok, detail := e.serving(3, "v3"); !ok {
 		t.Fatalf("the gateway stopped serving during the outage: %s", detail)
 	}
 	kubetest.StartAPIServer(t)
@@ -350,7 +383,9 @@ func TestClusterLoop(t *testing.T) {
 	close(stop)
 	res := <-results
 	checkLoad(t, "cluster-loop", res)
-	if res.bodies["v1"] == 0 || res.bodies["v2"] == 0 {
-		t.Errorf("answers by upstream %v: want both Services to have served", res.bodies)
+	for _, name := range []string{"v1", "v2", "v3"} {
+		if res.bodies[name] == 0 {
+			t.Errorf("answers by upstream %v: want v1, v2 and v3 to have served", res.bodies)
+		}
 	}
 }

@@ -136,7 +136,11 @@ func TestKillMonitor(t *testing.T) {
 			up := e.startGood()
 			rev, published := e.install(installSpec{
 				source: source(false, up.addr).Write(t),
-				extra:  []string{"--proxy-arg=--fallback=off"},
+				// A retry later than the suite's: the checks after each
+				// fallback must read it before the retry publishes the
+				// revision again, also on a loaded machine.
+				extra: []string{"--proxy-arg=--fallback=off",
+					"--monitor-arg=--retry-initial=" + (3 * retryInitial).String(), "--monitor-arg=--retry-max=" + (3 * retryMax).String()},
 				mutate: e2etest.AppendConfig(e2etest.BrokenIngress),
 			})
 			time.Sleep(delay)
