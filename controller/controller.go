@@ -340,7 +340,7 @@ func (c *Controller) syncEndpoints(context.Context) error {
 		return nil // the first structure sync writes them
 	}
 	var slices []discoveryv1.EndpointSlice
-	for _, sl := range endpointSlices(c.cacheView, sel.Services) {
+	for _, sl := range endpointSlices(c.cacheView, sel.ServiceRefs) {
 		slices = append(slices, *cleanEndpointSlice(sl))
 	}
 	return c.writeEndpoints(slices)

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -251,4 +252,58 @@ func TestRevisionFallbackIsRespected(t *testing.T) {
 			t.Fatal("revision 4 is not revision 3's snapshot")
 		}
 	})
+}
+
+// An install interrupted after the revision was written and before it was
+// published leaves a complete revision no monitor looks at; the controller
+// installs the snapshot again rather than take it for rolled out.
+func TestInterruptedInstallIsCompleted(t *testing.T) {
+	t.Parallel()
+	c := adminClients(t)
+	e := newEnv(t, c)
+	e.createService("web", "10.0.0.1")
+	e.createIngress("web", "web.example", "web")
+	e.startController(c, nil)
+	e.waitRevision(1)
+	e.stopController()
+	l := e.layout.Defaulted()
+	f := revisions.OS()
+	// Revision 2 is revision 1 again, as the installer would have written it.
+	if err := copyRevision(l, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	err := revisions.UpdateState(f, l.StateFile(), func(s *revisions.State) error {
+		s.Get(2).Outcome = revisions.OutcomeInstalled
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish := func(n int) {
+		t.Helper()
+		for _, p := range [][2]string{{l.RevisionMonitorManifest(n), l.PublishedMonitorManifest()}, {l.RevisionPodManifest(n), l.PublishedPodManifest()}} {
+			data, err := os.ReadFile(p[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Publish(p[1], data); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Published, revision 2 holds the snapshot: nothing to do.
+	publish(2)
+	e.startController(c, nil)
+	e.settle()
+	if revs := e.revisions(); !reflect.DeepEqual(revs, []int{1, 2}) {
+		t.Fatalf("revisions %v: revision 2 was not taken for the snapshot", revs)
+	}
+	e.stopController()
+	// Not published (revision 1's manifests in place): an interrupted install.
+	publish(1)
+	e.startController(c, nil)
+	e.waitRevision(3)
+	if n, err := l.PublishedRevision(f); err != nil || n != 3 {
+		t.Fatalf("published revision %d (%v), want 3", n, err)
+	}
 }

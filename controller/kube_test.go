@@ -519,3 +519,32 @@ func readPod(path string) (*corev1.Pod, error) {
 	}
 	return &pod, nil
 }
+
+// copyRevision copies revision from's folder as revision to, with its
+// manifests' revision labels and paths changed as the installer would
+// render them.
+func copyRevision(l revisions.Layout, from, to int) error {
+	src, dst := l.RevisionDir(from), l.RevisionDir(to)
+	return filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if filepath.Dir(rel) == "." {
+			s := strings.ReplaceAll(string(data), l.RevisionDirName(from), l.RevisionDirName(to))
+			s = strings.ReplaceAll(s, "revision: \""+itoa(from)+"\"", "revision: \""+itoa(to)+"\"")
+			s = strings.ReplaceAll(s, "--revision="+itoa(from), "--revision="+itoa(to))
+			data = []byte(s)
+		}
+		fi, _ := d.Info()
+		return os.WriteFile(target, data, fi.Mode().Perm())
+	})
+}

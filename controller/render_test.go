@@ -372,7 +372,7 @@ func TestSelect(t *testing.T) {
 		{"IngressClass", names(asNamed(len(sel.IngressClasses), func(i int) named { return sel.IngressClasses[i] })), []string{"/revgate"}},
 		{"Ingress", names(asNamed(len(sel.Ingresses), func(i int) named { return sel.Ingresses[i] })), []string{"shop/web"}},
 		{"IngressRoute", names(asNamed(len(sel.IngressRoutes), func(i int) named { return sel.IngressRoutes[i] })), []string{"blog/root"}},
-		{"Service", names(asNamed(len(sel.Objects.Services), func(i int) named { return sel.Objects.Services[i] })), []string{"blog/blog", "blog/blog-next", "shop/web"}},
+		{"Service", names(asNamed(len(sel.Services), func(i int) named { return sel.Services[i] })), []string{"blog/blog", "blog/blog-next", "shop/web"}},
 		{"EndpointSlice", names(asNamed(len(sel.EndpointSlices), func(i int) named { return sel.EndpointSlices[i] })), []string{"blog/blog-1", "shop/web-abc"}},
 		{"Secret", names(asNamed(len(sel.Secrets), func(i int) named { return sel.Secrets[i] })), []string{"blog/blog-tls", "shop/shop-tls"}},
 	} {

@@ -171,6 +171,12 @@ func (c *Controller) installed(ctx context.Context, n int, snap *Snapshot) error
 		return nil
 	}
 	c.reportVerdict(ctx, n, snap.Digest, rs)
+	if rs.Outcome == revisions.OutcomeInstalled && !c.rolledOut(n) {
+		// Written but never published: an install was interrupted between
+		// the two (the installer leaves a complete revision), and no monitor
+		// will ever look at it.
+		return c.install(ctx, n, snap, fmt.Sprintf("revision %d was written but never published", n))
+	}
 	if rs.Outcome != revisions.OutcomeFailed {
 		return nil
 	}
@@ -187,6 +193,18 @@ func (c *Controller) installed(ctx context.Context, n int, snap *Snapshot) error
 	msg := fmt.Sprintf("revision %d failed with %s and was not rolled out again by %s; installing its configuration again", n, rs.Reason, rs.NextRetry.UTC().Format(time.RFC3339))
 	c.targetEvent(corev1.EventTypeNormal, EventRevisionReinstalled, msg)
 	return c.install(ctx, n, snap, msg)
+}
+
+// rolledOut reports whether revision n's operand or monitor manifest is
+// published (the monitor's manifest goes first, and stays until decided).
+func (c *Controller) rolledOut(n int) bool {
+	l := c.opts.Layout
+	for _, p := range []string{l.PublishedPodManifest(), l.PublishedMonitorManifest()} {
+		if r, err := revisions.ReadRevisionLabel(c.fs, p); err == nil && r == n {
+			return true
+		}
+	}
+	return false
 }
 
 // fallbackEvent records, once per revision and attempt, that the monitor

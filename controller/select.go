@@ -29,8 +29,9 @@ type Cache interface {
 // it needs.
 type Selection struct {
 	Objects
-	// Services are the Services named by the selected objects, found or not.
-	Services []types.NamespacedName
+	// ServiceRefs are the Services named by the selected objects, found or
+	// not: whose EndpointSlices the gateway needs.
+	ServiceRefs []types.NamespacedName
 }
 
 // selectObjects picks from the cache what the gateway serves: the
@@ -76,12 +77,12 @@ func selectObjects(opts config.Options, c Cache) *Selection {
 		}
 	}
 	for _, ref := range sortedRefs(services) {
-		sel.Services = append(sel.Services, ref)
+		sel.ServiceRefs = append(sel.ServiceRefs, ref)
 		svc := c.Service(ref.Namespace, ref.Name)
 		if svc == nil {
 			continue
 		}
-		sel.Objects.Services = append(sel.Objects.Services, svc)
+		sel.Services = append(sel.Services, svc)
 		slices := c.EndpointSlices(ref.Namespace, ref.Name)
 		sortMeta(slices)
 		sel.EndpointSlices = append(sel.EndpointSlices, slices...)

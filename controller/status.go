@@ -112,7 +112,7 @@ func liveObjects(sel *Selection) map[model.ObjectRef]liveObject {
 	for _, o := range sel.IngressRoutes {
 		add(config.IngressRouteGroup, "IngressRoute", IngressRouteResource.GroupVersion().String(), o)
 	}
-	for _, o := range sel.Objects.Services {
+	for _, o := range sel.Services {
 		add("", "Service", "v1", o)
 	}
 	for _, o := range sel.EndpointSlices {
