@@ -316,11 +316,13 @@ func (c *Controller) currentSelection() *Selection {
 // syncStructure renders the snapshot, hands its endpoints to the gateway
 // and installs it when it differs from the installed revision.
 func (c *Controller) syncStructure(ctx context.Context) error {
+	start := c.clock.Now()
 	sel := selectObjects(c.opts.Config, c.cacheView)
 	snap, err := c.renderer.render(&sel.Objects)
 	if err != nil {
 		return err
 	}
+	snap.RenderTime = c.clock.Since(start)
 	c.setSelection(sel)
 	if err := c.writeEndpoints(snap.Slices); err != nil {
 		return err

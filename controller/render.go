@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -63,6 +64,8 @@ type Snapshot struct {
 	// Slices are the rendered EndpointSlices, sorted by namespace/name: the
 	// live endpoints.
 	Slices []discoveryv1.EndpointSlice
+	// RenderTime is how long selecting and rendering took (logged).
+	RenderTime time.Duration
 }
 
 // renderer renders Objects, keeping each object's bytes until its

@@ -142,6 +142,7 @@ func (c *Controller) install(ctx context.Context, highest int, snap *Snapshot, w
 			return nil
 		},
 	}
+	start := c.clock.Now()
 	res, err := in.Run(ctx)
 	if errors.Is(err, errStale) {
 		c.log.Info("revisions changed while rendering; comparing again", "err", err)
@@ -152,7 +153,8 @@ func (c *Controller) install(ctx context.Context, highest int, snap *Snapshot, w
 		return fmt.Errorf("install snapshot: %w", err)
 	}
 	c.digests[res.Revision] = snap.Digest
-	c.log.Info("snapshot installed", "revision", res.Revision, "digest", snap.Digest, "why", why)
+	c.log.Info("snapshot installed", "revision", res.Revision, "digest", snap.Digest, "why", why,
+		"files", len(configFiles(snap.Config)), "render", snap.RenderTime.Round(time.Millisecond), "install", c.clock.Since(start).Round(time.Millisecond))
 	return nil
 }
 
