@@ -31,6 +31,7 @@ var errStale = errors.New("another revision was installed meanwhile")
 // snapshotSource hands a rendered snapshot to the installer.
 type snapshotSource struct{ cfg *installer.Config }
 
+// Load returns the rendered configuration.
 func (s snapshotSource) Load(context.Context) (*installer.Config, error) { return s.cfg, nil }
 
 var _ installer.Source = snapshotSource{}
