@@ -324,14 +324,15 @@ func (c *Controller) syncStructure(ctx context.Context) error {
 	}
 	snap.RenderTime = c.clock.Since(start)
 	c.setSelection(sel)
-	if err := c.writeEndpoints(snap.Slices); err != nil {
-		return err
-	}
+	// The endpoints go first, so that a new revision's proxy starts with
+	// them; a failure to write them does not hold the revision back (it
+	// carries its endpoints).
+	errEndpoints := c.writeEndpoints(snap.Slices)
 	if err := c.reconcileRevision(ctx, snap); err != nil {
-		return err
+		return errors.Join(err, errEndpoints)
 	}
 	c.status.Trigger()
-	return nil
+	return errEndpoints
 }
 
 // syncEndpoints hands the current EndpointSlices of the selected Services

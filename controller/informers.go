@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -301,15 +302,59 @@ func (c *informerCache) start(ctx context.Context) error {
 	for _, s := range c.sets {
 		s.factory.Start(ctx.Done())
 	}
-	synced := []cache.InformerSynced{c.classes.HasSynced}
-	for _, s := range c.sets {
-		synced = append(synced, s.ingresses.HasSynced, s.services.HasSynced, s.slices.HasSynced, s.secrets.HasSynced)
+	synced := map[string]cache.InformerSynced{"IngressClasses": c.classes.HasSynced}
+	for ns, s := range c.sets {
+		where := " in " + ns
+		if ns == metav1.NamespaceAll {
+			where = ""
+		}
+		synced["Ingresses"+where] = s.ingresses.HasSynced
+		synced["Services"+where] = s.services.HasSynced
+		synced["EndpointSlices"+where] = s.slices.HasSynced
+		synced["Secrets"+where] = s.secrets.HasSynced
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return ctx.Err()
+	if err := c.waitSynced(ctx, synced); err != nil {
+		return err
 	}
-	_, err := c.startIngressRoutes(ctx)
-	return err
+	// Discovery failing now is no reason to stop: it is asked again
+	// periodically.
+	if _, err := c.startIngressRoutes(ctx); err != nil {
+		c.log.Warn("checking for IngressRoutes failed; trying again later", "err", err)
+	}
+	return nil
+}
+
+// syncReport is how often waitSynced names what it still waits for.
+const syncReport = 30 * time.Second
+
+// waitSynced waits until every informer has synced, naming those it still
+// waits for every syncReport: a list the API server refuses (RBAC) would
+// otherwise hold the controller without a word.
+func (c *informerCache) waitSynced(ctx context.Context, synced map[string]cache.InformerSynced) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	last := time.Now()
+	for {
+		var waiting []string
+		for name, done := range synced {
+			if !done() {
+				waiting = append(waiting, name)
+			}
+		}
+		if len(waiting) == 0 {
+			return nil
+		}
+		if time.Since(last) >= syncReport {
+			last = time.Now()
+			slices.Sort(waiting)
+			c.log.Warn("still waiting for the caches to fill", "waiting_for", strings.Join(waiting, ", "))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
 }
 
 // startIngressRoutes starts the IngressRoute informers once the API server
@@ -327,7 +372,7 @@ func (c *informerCache) startIngressRoutes(ctx context.Context) (bool, error) {
 	if err != nil || !served {
 		return false, err
 	}
-	var synced []cache.InformerSynced
+	synced := map[string]cache.InformerSynced{}
 	for _, s := range c.sets {
 		irs := c.dyn.Resource(IngressRouteResource).Namespace(s.ns)
 		inf := c.informer(s.factory, &unstructured.Unstructured{}, namespaced,
@@ -337,11 +382,11 @@ func (c *informerCache) startIngressRoutes(ctx context.Context) (bool, error) {
 			return false, err
 		}
 		s.factory.Start(ctx.Done())
-		synced = append(synced, inf.HasSynced)
+		synced["IngressRoutes in "+s.ns] = inf.HasSynced
 		s.irs = inf
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return false, ctx.Err()
+	if err := c.waitSynced(ctx, synced); err != nil {
+		return false, err
 	}
 	c.mu.Lock()
 	c.irStarted = true

@@ -46,6 +46,11 @@ func (c *Controller) reconcileRevision(ctx context.Context, snap *Snapshot) erro
 		return err
 	}
 	highest := listing.Highest()
+	for n := range c.digests {
+		if !listing.Has(n) {
+			delete(c.digests, n) // pruned
+		}
+	}
 	if highest > 0 {
 		same, err := c.holds(highest, snap)
 		if err != nil {
