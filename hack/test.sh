@@ -11,14 +11,10 @@ FUZZTIME=${FUZZTIME:-15s}
 echo "== dependencies (etcd, kube-apiserver, kubelet)"
 bash hack/kube/build.sh kubelet >/dev/null
 
-echo "== gofmt and go vet"
-unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
-if [ -n "$unformatted" ]; then
-  echo "gofmt would change:"; echo "$unformatted"; exit 1
-fi
-go vet ./...
+echo "== lint (gofmt, go vet, go mod tidy -diff, staticcheck)"
+bash hack/lint.sh
 # The node tools are a module of their own.
-(cd hack/node/tools && go vet ./... && go test -count=1 ./...)
+(cd hack/node/tools && go test -count=1 ./...)
 
 echo "== go test"
 # REVGATE_REQUIRE_KUBE makes tests that need the API server fail rather than skip.

@@ -83,7 +83,7 @@ func TestReadySuccessesMustBeInARow(t *testing.T) {
 		t.Fatal("done on a red readyz")
 	}
 	e.op.set(func(o *operand) { o.ready = 200; o.body = "" })
-	if e.step(m) || e.step(m) {
+	if first, second := e.step(m), e.step(m); first || second {
 		t.Fatal("done before three passes in a row after a red one")
 	}
 	if !e.step(m) {

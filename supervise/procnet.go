@@ -1,137 +1,87 @@
 package supervise
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	iofs "io/fs"
+	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/prometheus/procfs"
 )
 
 // tcpListen is the state of a listening socket in /proc/net/tcp.
 const tcpListen = 0x0A
 
-// sockEntry is one line of /proc/net/tcp or /proc/net/tcp6.
+// sockEntry is one socket of /proc/net/tcp or /proc/net/tcp6.
 type sockEntry struct {
 	local, remote netip.AddrPort
 	state         uint8
 	inode         uint64
 }
 
-// procFS reads the parts of /proc the probes need; root is "/proc" outside
-// tests.
+// procFS reads the parts of /proc the probes need, through
+// prometheus/procfs; root is "/proc" outside tests.
 type procFS struct{ root string }
 
 // sockets returns the TCP sockets of the supervisor's network namespace.
 func (p procFS) sockets() ([]sockEntry, error) {
+	fs, err := procfs.NewFS(p.root)
+	if err != nil {
+		return nil, err
+	}
 	var out []sockEntry
-	for _, name := range []string{"net/tcp", "net/tcp6"} {
-		data, err := os.ReadFile(filepath.Join(p.root, name))
+	for _, table := range []struct {
+		name string
+		read func() (procfs.NetTCP, error)
+	}{{"net/tcp", fs.NetTCP}, {"net/tcp6", fs.NetTCP6}} {
+		lines, err := table.read()
 		if err != nil {
-			if os.IsNotExist(err) {
+			if errors.Is(err, iofs.ErrNotExist) {
 				continue // no IPv6
 			}
-			return nil, fmt.Errorf("read %s: %w", name, err)
+			return nil, fmt.Errorf("read %s: %w", table.name, err)
 		}
-		entries, err := parseProcNetTCP(data)
-		if err != nil {
-			return nil, fmt.Errorf("parse %s: %w", name, err)
+		for _, l := range lines {
+			out = append(out, sockEntry{
+				local:  addrPort(l.LocalAddr, l.LocalPort),
+				remote: addrPort(l.RemAddr, l.RemPort),
+				state:  uint8(l.St),
+				inode:  l.Inode,
+			})
 		}
-		out = append(out, entries...)
 	}
 	return out, nil
 }
 
-// parseProcNetTCP parses the table format shared by /proc/net/tcp and tcp6.
-func parseProcNetTCP(data []byte) ([]sockEntry, error) {
-	var out []sockEntry
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	first := true
-	for sc.Scan() {
-		if first { // header
-			first = false
-			continue
-		}
-		f := strings.Fields(sc.Text())
-		if len(f) < 10 {
-			continue
-		}
-		local, err := parseHexAddrPort(f[1])
-		if err != nil {
-			return nil, err
-		}
-		remote, err := parseHexAddrPort(f[2])
-		if err != nil {
-			return nil, err
-		}
-		st, err := strconv.ParseUint(f[3], 16, 8)
-		if err != nil {
-			return nil, fmt.Errorf("state %q: %w", f[3], err)
-		}
-		inode, err := strconv.ParseUint(f[9], 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("inode %q: %w", f[9], err)
-		}
-		out = append(out, sockEntry{local: local, remote: remote, state: uint8(st), inode: inode})
-	}
-	return out, sc.Err()
-}
-
-// parseHexAddrPort parses "0100007F:1F90": the address is printed as 32-bit
-// words in host byte order, the port in network order.
-func parseHexAddrPort(s string) (netip.AddrPort, error) {
-	addrHex, portHex, ok := strings.Cut(s, ":")
-	if !ok {
-		return netip.AddrPort{}, fmt.Errorf("address %q: no port", s)
-	}
-	raw, err := hex.DecodeString(addrHex)
-	if err != nil || (len(raw) != 4 && len(raw) != 16) {
-		return netip.AddrPort{}, fmt.Errorf("address %q: bad hex", s)
-	}
-	port, err := strconv.ParseUint(portHex, 16, 16)
-	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("address %q: bad port: %w", s, err)
-	}
-	b := make([]byte, len(raw))
-	for i := 0; i < len(raw); i += 4 {
-		binary.NativeEndian.PutUint32(b[i:], binary.BigEndian.Uint32(raw[i:]))
-	}
-	addr, _ := netip.AddrFromSlice(b)
-	return netip.AddrPortFrom(addr.Unmap(), uint16(port)), nil
+func addrPort(ip net.IP, port uint64) netip.AddrPort {
+	a, _ := netip.AddrFromSlice(ip)
+	return netip.AddrPortFrom(a.Unmap(), uint16(port))
 }
 
 // groupSocketInodes returns the inodes of the sockets open in any process of
 // process group pgid.
 func (p procFS) groupSocketInodes(pgid int) (map[uint64]bool, error) {
-	dirs, err := os.ReadDir(p.root)
+	fs, err := procfs.NewFS(p.root)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", p.root, err)
+		return nil, err
+	}
+	procs, err := fs.AllProcs()
+	if err != nil {
+		return nil, fmt.Errorf("list processes in %s: %w", p.root, err)
 	}
 	inodes := map[uint64]bool{}
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
+	for _, proc := range procs {
+		if st, err := proc.Stat(); err != nil || st.PGRP != pgid {
+			continue // exited meanwhile, or another group
+		}
+		targets, err := proc.FileDescriptorTargets()
 		if err != nil {
 			continue
 		}
-		if g, err := p.pgrp(pid); err != nil || g != pgid {
-			continue
-		}
-		fdDir := filepath.Join(p.root, d.Name(), "fd")
-		fds, err := os.ReadDir(fdDir)
-		if err != nil {
-			continue // exited meanwhile
-		}
-		for _, fd := range fds {
-			target, err := os.Readlink(filepath.Join(fdDir, fd.Name()))
-			if err != nil {
-				continue
-			}
+		for _, target := range targets {
 			rest, ok := strings.CutPrefix(target, "socket:[")
 			if !ok {
 				continue
@@ -142,24 +92,6 @@ func (p procFS) groupSocketInodes(pgid int) (map[uint64]bool, error) {
 		}
 	}
 	return inodes, nil
-}
-
-// pgrp reads the process group of pid from /proc/<pid>/stat; the command
-// name may hold spaces and parentheses, so fields are counted after the last ')'.
-func (p procFS) pgrp(pid int) (int, error) {
-	data, err := os.ReadFile(filepath.Join(p.root, strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return 0, err
-	}
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("stat of %d: no command name", pid)
-	}
-	f := strings.Fields(string(data[i+1:]))
-	if len(f) < 3 { // state ppid pgrp
-		return 0, fmt.Errorf("stat of %d: short", pid)
-	}
-	return strconv.Atoi(f[2])
 }
 
 // attribution says which process answered a probe connection.

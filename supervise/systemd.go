@@ -1,11 +1,9 @@
 package supervise
 
 import (
-	"fmt"
-	"os"
 	"time"
 
-	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/revgate/revgate/internal/sdnotify"
 )
 
 // Systemd returns a Notifier speaking sd_notify to the service manager, and
@@ -13,18 +11,9 @@ import (
 // a watchdog for this process). ok is false when NOTIFY_SOCKET is not set,
 // i.e. not running as a Type=notify service.
 func Systemd() (n Notifier, watchdog time.Duration, ok bool, err error) {
-	if os.Getenv("NOTIFY_SOCKET") == "" {
+	if !sdnotify.Enabled() {
 		return nil, 0, false, nil
 	}
-	n = NotifierFunc(func(state string) error {
-		if _, err := daemon.SdNotify(false, state); err != nil {
-			return fmt.Errorf("sd_notify %q: %w", state, err)
-		}
-		return nil
-	})
-	d, err := daemon.SdWatchdogEnabled(false)
-	if err != nil {
-		return n, 0, true, fmt.Errorf("read the systemd watchdog settings: %w", err)
-	}
-	return n, d / 2, true, nil
+	watchdog, err = sdnotify.WatchdogInterval()
+	return NotifierFunc(sdnotify.Notify), watchdog, true, err
 }

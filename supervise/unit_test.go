@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -102,30 +104,43 @@ func TestExpandVars(t *testing.T) {
 	}
 }
 
-func TestParseProcNetTCP(t *testing.T) {
-	data := []byte(`  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
-   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 12345 1 0000000000000000 100 0 0 10 0
-   1: 0100007F:1F90 0100007F:D431 01 00000000:00000000 00:00000000 00000000     0        0 67890 1 0000000000000000 20 4 30 10 -1
-`)
-	got, err := parseProcNetTCP(data)
+// TestProcNetSockets reads socket tables in the /proc format, IPv4 and
+// IPv6 (addresses as 32-bit words in host byte order, ports in network
+// order).
+func TestProcNetSockets(t *testing.T) {
+	root := t.TempDir()
+	header := "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+	tables := map[string]string{
+		"tcp": header +
+			"   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 12345 1 0000000000000000 100 0 0 10 0\n" +
+			"   1: 0100007F:1F90 0100007F:D431 01 00000000:00000000 00:00000000 00000000     0        0 67890 1 0000000000000000 20 4 30 10 -1\n",
+		"tcp6": header +
+			"   0: 00000000000000000000000001000000:0050 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 555 1 0000000000000000 100 0 0 10 0\n",
+	}
+	if err := os.MkdirAll(filepath.Join(root, "net"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range tables {
+		if err := os.WriteFile(filepath.Join(root, "net", name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := procFS{root: root}.sockets()
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []sockEntry{
 		{local: netip.MustParseAddrPort("127.0.0.1:8080"), remote: netip.MustParseAddrPort("0.0.0.0:0"), state: tcpListen, inode: 12345},
 		{local: netip.MustParseAddrPort("127.0.0.1:8080"), remote: netip.MustParseAddrPort("127.0.0.1:54321"), state: 1, inode: 67890},
+		{local: netip.MustParseAddrPort("[::1]:80"), remote: netip.MustParseAddrPort("[::]:0"), state: tcpListen, inode: 555},
 	}
 	if len(got) != len(want) {
-		t.Fatalf("got %d entries, want %d", len(got), len(want))
+		t.Fatalf("got %d entries %+v, want %d", len(got), got, len(want))
 	}
 	for i := range want {
 		if got[i] != want[i] {
 			t.Errorf("entry %d = %+v, want %+v", i, got[i], want[i])
 		}
-	}
-	v6, err := parseHexAddrPort("00000000000000000000000001000000:0050")
-	if err != nil || v6 != netip.MustParseAddrPort("[::1]:80") {
-		t.Errorf("tcp6 loopback = %v, %v; want [::1]:80", v6, err)
 	}
 }
 

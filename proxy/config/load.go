@@ -84,11 +84,6 @@ func (s *store) add(o *object, problems *[]model.Problem) {
 	s.objects = append(s.objects, o)
 }
 
-// get returns the object of the given kind, or nil.
-func (s *store) get(group, kind, namespace, name string) *object {
-	return s.byRef[model.ObjectRef{Group: group, Kind: kind, Namespace: namespace, Name: name}]
-}
-
 // fileSystem is the seam the loader reads through; tests swap functions to
 // inject faults.
 type fileSystem struct {

@@ -4,7 +4,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/revgate/revgate/internal/sdnotify"
 )
 
 // SystemdNotifier sends notifications to systemd through NOTIFY_SOCKET; it
@@ -17,7 +17,7 @@ var _ Notifier = SystemdNotifier{}
 
 // Notify sends one state line.
 func (n SystemdNotifier) Notify(state string) {
-	if _, err := daemon.SdNotify(false, state); err != nil && n.Logger != nil {
+	if err := sdnotify.Notify(state); err != nil && n.Logger != nil {
 		n.Logger.Warn("systemd notification failed", "component", "systemd", "state", state, "err", err)
 	}
 }
@@ -25,9 +25,9 @@ func (n SystemdNotifier) Notify(state string) {
 // SystemdWatchdogInterval is half of WATCHDOG_USEC when systemd expects
 // watchdog pings from this process, else 0.
 func SystemdWatchdogInterval() time.Duration {
-	d, err := daemon.SdWatchdogEnabled(false)
-	if err != nil || d <= 0 {
+	d, err := sdnotify.WatchdogInterval()
+	if err != nil {
 		return 0
 	}
-	return d / 2
+	return d
 }

@@ -28,12 +28,11 @@ const (
 
 // Injector counts operations and fails the chosen one.
 type Injector struct {
-	mu    sync.Mutex
-	n     int
-	at    int
-	mode  Mode
-	hit   string
-	calls []string
+	mu   sync.Mutex
+	n    int
+	at   int
+	mode Mode
+	hit  string
 }
 
 // New returns an Injector failing operation at (1-based; 0 never fails) in

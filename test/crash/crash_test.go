@@ -5,14 +5,7 @@ package crash
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	mrand "math/rand/v2"
 	"os"
 	"os/exec"
@@ -25,6 +18,7 @@ import (
 	"time"
 
 	"github.com/revgate/revgate/installer/installertest"
+	"github.com/revgate/revgate/internal/testcert"
 	"github.com/revgate/revgate/revisions"
 )
 
@@ -82,26 +76,7 @@ func writeSource(t *testing.T, services int, tag string) (string, installertest.
 	return dir, want
 }
 
-func selfSigned(t *testing.T) (crtPEM, keyPEM []byte) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "example.test"},
-		DNSNames: []string{"example.test"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kd, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd})
-}
+func selfSigned(t *testing.T) (crtPEM, keyPEM []byte) { return testcert.MustPEM(t, "example.test") }
 
 func installCmd(l revisions.Layout, source string, stepDelay time.Duration) *exec.Cmd {
 	cmd := exec.Command(binary, "install",

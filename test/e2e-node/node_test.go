@@ -719,11 +719,6 @@ func newUpstream(t *testing.T, name string) *upstream {
 	return u
 }
 
-func (u *upstream) port() string {
-	_, p, _ := net.SplitHostPort(u.addr)
-	return p
-}
-
 func (u *upstream) start(t *testing.T) {
 	t.Helper()
 	u.mu.Lock()
