@@ -18,10 +18,12 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/revgate/revgate/revisions"
 )
@@ -83,8 +85,11 @@ type Options struct {
 	RetryInitial, RetryMax time.Duration
 	// LockTimeout bounds the wait for the lock; default revisions.DefaultLockTimeout.
 	LockTimeout time.Duration
-	// Clock; default RealClock.
-	Clock Clock
+	// Clock reads the time and waits: the fallback timeout, the probe
+	// interval, the retry schedule and the mirror-pod refresh all go
+	// through it, so tests move time instead of sleeping; default
+	// clock.RealClock{}.
+	Clock clock.Clock
 	// Prober asks the admin endpoint; default NewHTTPProber(2s).
 	Prober Prober
 	// Pods, when set, adds the mirror-pod check.
@@ -177,7 +182,7 @@ func New(opts Options) (*Monitor, error) {
 		opts.ReadyzURL = DefaultReadyzURL
 	}
 	if opts.Clock == nil {
-		opts.Clock = RealClock{}
+		opts.Clock = clock.RealClock{}
 	}
 	if opts.Prober == nil {
 		opts.Prober = NewHTTPProber(0)
@@ -204,7 +209,7 @@ func New(opts Options) (*Monitor, error) {
 // is done (nil: exit 0) or ctx ends. Errors of a step (a lock timeout, a
 // failed write) are logged and the step is tried again.
 func (m *Monitor) Run(ctx context.Context) error {
-	events := m.watch(ctx)
+	w := m.watch(ctx)
 	for {
 		done, err := m.Step(ctx)
 		if err != nil {
@@ -216,59 +221,62 @@ func (m *Monitor) Run(ctx context.Context) error {
 		if done {
 			return nil
 		}
+		w.addMissing()
+		t := m.opts.Clock.NewTimer(m.opts.ProbeInterval)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return ctx.Err()
-		case <-m.opts.Clock.After(m.opts.ProbeInterval):
-		case <-events:
+		case <-t.C():
+		case <-w.changed:
+			t.Stop()
 		}
 	}
 }
 
-// watch reports changes of the termination log's folder and the manifests
-// dir. The watcher only hurries the next step: the loop relists on every
-// interval anyway, so a folder that does not exist yet is added later.
-func (m *Monitor) watch(ctx context.Context) <-chan struct{} {
-	out := make(chan struct{}, 1)
+// dirWatch reports changes of the termination log's folder and the
+// manifests dir. It only hurries the next step: the loop looks on every
+// interval anyway, and adds a folder that did not exist yet (or was removed)
+// at its next wait.
+type dirWatch struct {
+	w       *fsnotify.Watcher // nil without a watcher
+	dirs    []string
+	changed chan struct{}
+
+	mu    sync.Mutex
+	added map[string]bool
+}
+
+func (m *Monitor) watch(ctx context.Context) *dirWatch {
+	d := &dirWatch{
+		dirs:    []string{filepath.Dir(m.opts.Layout.TerminationLog), m.opts.Layout.ManifestsDir},
+		changed: make(chan struct{}, 1),
+		added:   map[string]bool{},
+	}
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		m.log.Warn("no file watcher; relying on the probe interval", "err", err)
-		return out
+		return d
 	}
-	dirs := []string{filepath.Dir(m.opts.Layout.TerminationLog), m.opts.Layout.ManifestsDir}
-	added := map[string]bool{}
-	addAll := func() {
-		for _, d := range dirs {
-			if added[d] {
-				continue
-			}
-			if err := w.Add(d); err == nil {
-				added[d] = true
-			}
-		}
-	}
-	addAll()
+	d.w = w
+	d.addMissing()
 	go func() {
 		defer w.Close()
-		retry := time.NewTicker(5 * time.Second)
-		defer retry.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-retry.C:
-				addAll()
 			case ev, ok := <-w.Events:
 				if !ok {
 					return
 				}
 				if ev.Op.Has(fsnotify.Remove) || ev.Op.Has(fsnotify.Rename) {
-					if _, err := m.fs.Stat(ev.Name); err != nil && added[ev.Name] {
-						delete(added, ev.Name)
+					if _, err := m.fs.Stat(ev.Name); err != nil {
+						d.forget(ev.Name)
 					}
 				}
 				select {
-				case out <- struct{}{}:
+				case d.changed <- struct{}{}:
 				default:
 				}
 			case err, ok := <-w.Errors:
@@ -279,7 +287,31 @@ func (m *Monitor) watch(ctx context.Context) <-chan struct{} {
 			}
 		}
 	}()
-	return out
+	return d
+}
+
+// addMissing watches the folders not watched yet.
+func (d *dirWatch) addMissing() {
+	if d.w == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, dir := range d.dirs {
+		if d.added[dir] {
+			continue
+		}
+		if err := d.w.Add(dir); err == nil {
+			d.added[dir] = true
+		}
+	}
+}
+
+// forget marks a watched folder gone: the kernel dropped its watch.
+func (d *dirWatch) forget(dir string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.added, dir)
 }
 
 // Step looks once at the files and the operand and takes at most one

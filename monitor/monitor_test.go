@@ -36,7 +36,7 @@ func TestGoodRevision(t *testing.T) {
 		if e.step(m) {
 			t.Fatalf("done after %d passes, want %d in a row", i, DefaultReadySuccesses)
 		}
-		e.clock.Advance(time.Second)
+		e.clock.Step(time.Second)
 	}
 	if !e.step(m) {
 		t.Fatal("not done after enough passes")
@@ -354,7 +354,7 @@ func TestStartsOfAnEarlierRolloutDoNotCount(t *testing.T) {
 	// Two starts of revision 2 in an earlier rollout, an hour ago.
 	e.record(revisions.RecordStart, 2, "")
 	e.record(revisions.RecordStart, 2, "")
-	e.clock.Advance(time.Hour)
+	e.clock.Step(time.Hour)
 	e.publish(2, true)
 	e.serve(2)
 	e.record(revisions.RecordStart, 2, "")
@@ -409,7 +409,7 @@ func TestRetryPersistsAcrossRestart(t *testing.T) {
 	first := *e.state(2).NextRetry
 
 	// The monitor restarts half-way through the wait.
-	e.clock.Advance(5 * time.Minute)
+	e.clock.Step(5 * time.Minute)
 	m = e.monitor(2)
 	e.step(m)
 	if rev, fb, _ := e.published(); rev != 1 || fb == nil {
@@ -418,7 +418,7 @@ func TestRetryPersistsAcrossRestart(t *testing.T) {
 	if got := *e.state(2).NextRetry; !got.Equal(first) {
 		t.Fatalf("restart moved the retry from %v to %v", first, got)
 	}
-	e.clock.Advance(first.Sub(e.clock.Now()))
+	e.clock.Step(first.Sub(e.clock.Now()))
 	e.step(m)
 	rev, fb, data := e.published()
 	if rev != 2 || fb != nil {
@@ -434,7 +434,7 @@ func TestRetryPersistsAcrossRestart(t *testing.T) {
 	}
 
 	// The second rollout fails too: the wait doubles.
-	e.clock.Advance(time.Second)
+	e.clock.Step(time.Second)
 	e.record(revisions.RecordStart, 2, "")
 	if e.stepFor(m, DefaultFallbackTimeout+5*time.Second) {
 		t.Fatal("finished with a retry pending")
@@ -451,9 +451,9 @@ func TestRetryPersistsAcrossRestart(t *testing.T) {
 	}
 
 	// The third rollout is good.
-	e.clock.Advance(20 * time.Minute)
+	e.clock.Step(20 * time.Minute)
 	e.step(m)
-	e.clock.Advance(time.Second)
+	e.clock.Step(time.Second)
 	e.record(revisions.RecordStart, 2, "")
 	e.op.set(func(o *operand) { o.health = 200 })
 	if !e.stepFor(m, time.Minute) {
@@ -488,7 +488,7 @@ func TestNewerRevisionCancelsRetry(t *testing.T) {
 		t.Fatalf("retry not cancelled: %+v", rs)
 	}
 	// A restart of the old monitor does nothing either.
-	e.clock.Advance(time.Hour)
+	e.clock.Step(time.Hour)
 	if !e.step(e.monitor(2)) {
 		t.Fatal("restarted superseded monitor did not exit")
 	}
@@ -591,7 +591,7 @@ func TestFallbackPublishFailureIsCompletedLater(t *testing.T) {
 		return orig(o, n)
 	}
 	m = e.monitor(2, func(o *Options) { o.FS = &fs })
-	e.clock.Advance(DefaultFallbackTimeout)
+	e.clock.Step(DefaultFallbackTimeout)
 	fail = true
 	for i := 0; i < 3; i++ {
 		if _, err := m.Step(context.Background()); err != nil {
@@ -600,7 +600,7 @@ func TestFallbackPublishFailureIsCompletedLater(t *testing.T) {
 			}
 			break
 		}
-		e.clock.Advance(DefaultFallbackTimeout)
+		e.clock.Step(DefaultFallbackTimeout)
 	}
 	if rs := e.state(2); rs == nil || rs.Outcome != revisions.OutcomeFailed {
 		t.Fatalf("failure not recorded: %+v", rs)
@@ -726,7 +726,7 @@ func TestRetryDelay(t *testing.T) {
 func TestRunExitsWhenGood(t *testing.T) {
 	e := node12(t)
 	e.record(revisions.RecordStart, 2, "")
-	e.clock = NewFakeClock(t0, true)
+	e.autoStep(DefaultProbeInterval)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := e.monitor(2).Run(ctx); err != nil {
@@ -751,7 +751,7 @@ func TestRunWakesOnTerminationLogWrite(t *testing.T) {
 	res := make(chan error, 1)
 	m := e.monitor(2, func(o *Options) { o.ReadySuccesses = 1 })
 	go func() { res <- m.Run(ctx) }()
-	time.Sleep(100 * time.Millisecond)
+	e.waitForWaiter() // the first step is taken; Run waits
 	e.record(revisions.RecordStart, 2, "")
 	if err := <-res; err != nil {
 		t.Fatalf("run: %v", err)
@@ -769,7 +769,7 @@ func TestLockBusyAtTimeoutKeepsTheDecisionDue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.clock.Advance(time.Second)
+	e.clock.Step(time.Second)
 	if _, err := m.Step(context.Background()); !errors.Is(err, revisions.ErrLockTimeout) {
 		t.Fatalf("step with the lock held = %v", err)
 	}
