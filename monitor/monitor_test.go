@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -714,12 +715,30 @@ func (f podFunc) MirrorPod(ctx context.Context) (*corev1.Pod, error) { return f(
 
 func TestRetryDelay(t *testing.T) {
 	for _, tt := range []struct {
-		attempt int
-		want    time.Duration
-	}{{1, 10 * time.Minute}, {2, 20 * time.Minute}, {3, 40 * time.Minute}, {6, 320 * time.Minute}, {7, 6 * time.Hour}, {40, 6 * time.Hour}} {
-		if got := RetryDelay(10*time.Minute, 6*time.Hour, tt.attempt); got != tt.want {
-			t.Errorf("attempt %d: %s, want %s", tt.attempt, got, tt.want)
-		}
+		name         string
+		initial, max time.Duration
+		attempt      int
+		want         time.Duration
+	}{
+		{"first", 10 * time.Minute, 6 * time.Hour, 1, 10 * time.Minute},
+		{"second doubles", 10 * time.Minute, 6 * time.Hour, 2, 20 * time.Minute},
+		{"third", 10 * time.Minute, 6 * time.Hour, 3, 40 * time.Minute},
+		{"sixth", 10 * time.Minute, 6 * time.Hour, 6, 320 * time.Minute},
+		{"seventh is capped", 10 * time.Minute, 6 * time.Hour, 7, 6 * time.Hour},
+		{"fortieth", 10 * time.Minute, 6 * time.Hour, 40, 6 * time.Hour},
+		{"no attempt recorded yet", 10 * time.Minute, 6 * time.Hour, 0, 10 * time.Minute},
+		{"initial is max", time.Hour, time.Hour, 5, time.Hour},
+		{"run flags", 2 * time.Minute, 6 * time.Hour, 3, 8 * time.Minute},
+		// Regression: the schedule stepped the backoff once per recorded
+		// attempt, so a state file with a huge attempt count held the
+		// monitor in a loop of that many steps.
+		{"huge attempt count", 10 * time.Minute, 6 * time.Hour, math.MaxInt, 6 * time.Hour},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := RetryDelay(tt.initial, tt.max, tt.attempt); got != tt.want {
+				t.Errorf("RetryDelay(%s, %s, %d) = %s, want %s", tt.initial, tt.max, tt.attempt, got, tt.want)
+			}
+		})
 	}
 }
 
