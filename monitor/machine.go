@@ -44,11 +44,14 @@ const (
 
 var stateNames = [numStates]string{"Start", "Waiting", "Watching", "RetryPending", "Failed", "Done"}
 
-func (s state) String() string {
-	if s >= 0 && s < numStates {
-		return stateNames[s]
+func (s state) String() string { return nameOf(s, stateNames[:], "state") }
+
+// nameOf is the name of enum value v in names, or kind(v) when it has none.
+func nameOf[T ~int](v T, names []string, kind string) string {
+	if v >= 0 && int(v) < len(names) {
+		return names[v]
 	}
-	return fmt.Sprintf("state(%d)", int(s))
+	return fmt.Sprintf("%s(%d)", kind, int(v))
 }
 
 // input is what a look found, or what an action reports it did.
@@ -127,12 +130,7 @@ var inputNames = [numInputs]string{
 	"Tick",
 }
 
-func (i input) String() string {
-	if i >= 0 && i < numInputs {
-		return inputNames[i]
-	}
-	return fmt.Sprintf("input(%d)", int(i))
-}
+func (i input) String() string { return nameOf(i, inputNames[:], "input") }
 
 // action is what a transition does. Every action that writes takes the
 // lock; the decisions check again under it that the published operand
@@ -184,12 +182,7 @@ var actionNames = [numActions]string{
 	"DecideGood", "FallBack", "RepublishFallback", "StartRetry", "Finish",
 }
 
-func (a action) String() string {
-	if a >= 0 && a < numActions {
-		return actionNames[a]
-	}
-	return fmt.Sprintf("action(%d)", int(a))
-}
+func (a action) String() string { return nameOf(a, actionNames[:], "action") }
 
 // then says how the step goes on after a transition.
 type then int

@@ -137,12 +137,17 @@ func TestStepWalksTheTable(t *testing.T) {
 		got = append(got, walk(e, m, time.Minute)...)
 		assertStates(t, got, stateWaiting, stateWatching, stateDone)
 	})
-	t.Run("retried failure, retry, good", func(t *testing.T) {
+	// intoRetry runs revision 2, unhealthy, into a fallback with a retry
+	// pending.
+	intoRetry := func(t *testing.T) (*env, *Monitor, []state) {
 		e := node12(t)
 		e.record(revisions.RecordStart, 2, "")
 		e.op.set(func(o *operand) { o.health = 500 })
 		m := e.monitor(2)
-		got := walk(e, m, DefaultFallbackTimeout+5*time.Second)
+		return e, m, walk(e, m, DefaultFallbackTimeout+5*time.Second)
+	}
+	t.Run("retried failure, retry, good", func(t *testing.T) {
+		e, m, got := intoRetry(t)
 		e.clock.Step(10 * time.Minute)
 		got = append(got, walk(e, m, 0)...)
 		e.clock.Step(time.Second)
@@ -163,19 +168,11 @@ func TestStepWalksTheTable(t *testing.T) {
 		}
 	})
 	t.Run("restart resumes a pending retry", func(t *testing.T) {
-		e := node12(t)
-		e.record(revisions.RecordStart, 2, "")
-		e.op.set(func(o *operand) { o.health = 500 })
-		walk(e, e.monitor(2), DefaultFallbackTimeout+5*time.Second)
-		m := e.monitor(2)
-		assertStates(t, walk(e, m, 0), stateRetryPending)
+		e, _, _ := intoRetry(t)
+		assertStates(t, walk(e, e.monitor(2), 0), stateRetryPending)
 	})
 	t.Run("a newer revision ends a pending retry", func(t *testing.T) {
-		e := node12(t)
-		e.record(revisions.RecordStart, 2, "")
-		e.op.set(func(o *operand) { o.health = 500 })
-		m := e.monitor(2)
-		got := walk(e, m, DefaultFallbackTimeout+5*time.Second)
+		e, m, got := intoRetry(t)
 		e.install(3)
 		got = append(got, walk(e, m, 0)...)
 		assertStates(t, got, stateWatching, stateRetryPending, stateDone)
