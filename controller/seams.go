@@ -39,7 +39,8 @@ func EndpointsFile(path string) EndpointsWriter {
 // snapshot on this node, as the state file records it.
 type Verdict struct {
 	Revision int
-	// Outcome is Good or Failed.
+	// Outcome is Good or Failed; a Rollout ignores other outcomes, which
+	// are no verdict.
 	Outcome revisions.Outcome
 	// Reason and Message of a failure.
 	Reason, Message string

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/revgate/revgate/controller"
 	"github.com/revgate/revgate/revisions"
 )
 
@@ -24,6 +25,8 @@ const (
 	DefaultLeaseDuration  = 40 * time.Second
 	DefaultPoll           = 5 * time.Second
 	DefaultStoppedRecheck = time.Minute
+	// minLeaseDuration leaves a renewal period (a third) of a second at least.
+	minLeaseDuration = 3 * time.Second
 )
 
 // Event reasons, recorded on the turn Lease.
@@ -37,18 +40,6 @@ const (
 	// no other node installs the snapshot.
 	EventStopped = "RolloutStopped"
 )
-
-// Verdict is the startup monitor's verdict on the revision that holds a
-// snapshot on this node, as the state file records it.
-type Verdict struct {
-	Revision int
-	// Outcome is Good or Failed; others are not verdicts and are ignored.
-	Outcome revisions.Outcome
-	// Reason and Message of a failure.
-	Reason, Message string
-	// Attempt is the rollout of the revision the verdict is about (1 for the first).
-	Attempt int
-}
 
 // Options configure one node's part in the rollouts of a target. Zero
 // values take the defaults named.
@@ -95,6 +86,8 @@ type Rollout struct {
 	stoppedLogged map[string]bool
 }
 
+var _ controller.Rollout = (*Rollout)(nil)
+
 // New checks and defaults opts.
 func New(opts Options) (*Rollout, error) {
 	if opts.Client == nil {
@@ -109,8 +102,8 @@ func New(opts Options) (*Rollout, error) {
 	if opts.LeaseDuration <= 0 {
 		opts.LeaseDuration = DefaultLeaseDuration
 	}
-	if opts.LeaseDuration < 3*time.Second {
-		return nil, fmt.Errorf("rollout: lease duration %s is below 3s", opts.LeaseDuration)
+	if opts.LeaseDuration < minLeaseDuration {
+		return nil, fmt.Errorf("rollout: lease duration %s is below %s", opts.LeaseDuration, minLeaseDuration)
 	}
 	if opts.Poll <= 0 {
 		opts.Poll = DefaultPoll
@@ -207,7 +200,7 @@ func (r *Rollout) MayInstall(ctx context.Context, digest string) (bool, time.Dur
 // node take its turn, Failed stops the snapshot's rollout on every node with
 // an Event naming this node and the reason. Either gives up the turn. A
 // verdict already recorded is not recorded again.
-func (r *Rollout) Report(ctx context.Context, digest string, v Verdict) error {
+func (r *Rollout) Report(ctx context.Context, digest string, v controller.Verdict) error {
 	var verdict string
 	switch v.Outcome {
 	case revisions.OutcomeGood:

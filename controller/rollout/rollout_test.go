@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/revgate/revgate/controller"
 	"github.com/revgate/revgate/installer"
 	"github.com/revgate/revgate/internal/kubetest"
 	"github.com/revgate/revgate/revisions"
@@ -163,7 +164,7 @@ func (n *node) reconcile(digest string) error {
 		if rs == nil || (rs.Outcome != revisions.OutcomeGood && rs.Outcome != revisions.OutcomeFailed) {
 			return nil
 		}
-		return n.r.Report(ctx, digest, Verdict{Revision: h, Outcome: rs.Outcome, Reason: rs.Reason, Message: rs.Message, Attempt: rs.Attempts})
+		return n.r.Report(ctx, digest, controller.Verdict{Revision: h, Outcome: rs.Outcome, Reason: rs.Reason, Message: rs.Message, Attempt: rs.Attempts})
 	}
 	ok, _, err := n.r.MayInstall(ctx, digest)
 	if err != nil || !ok {
