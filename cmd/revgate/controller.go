@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/revgate/revgate/controller"
+	"github.com/revgate/revgate/controller/rollout"
 	"github.com/revgate/revgate/internal/logging"
 )
 
@@ -20,6 +21,8 @@ import (
 // the pod-rendering flags of `revgate install`, and the controller's own.
 type controllerOptions struct {
 	controller.Options
+	// Rollout says whether snapshots roll out node by node.
+	Rollout rollout.Flags
 }
 
 func (o *controllerOptions) addFlags(cmd *cobra.Command) {
@@ -29,10 +32,11 @@ func (o *controllerOptions) addFlags(cmd *cobra.Command) {
 	// As install and monitor: $NODE_NAME, else the host name.
 	o.NodeName = defaultNodeName()
 	o.Options.AddFlags(fs)
+	o.Rollout.AddFlags(fs)
 }
 
 func (o *controllerOptions) validate() error {
-	if err := errors.Join(o.Options.Validate(), checkProxyListeners(o.Render.ProxyArgs)); err != nil {
+	if err := errors.Join(o.Options.Validate(), o.Rollout.Validate(o.Layout.Target, o.NodeName), checkProxyListeners(o.Render.ProxyArgs)); err != nil {
 		return err
 	}
 	// The proxy's configuration options as the rendered proxy will parse
@@ -60,11 +64,33 @@ func (o *controllerOptions) run(ctx context.Context, _ io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("create Kubernetes client: %w", err)
 	}
-	c, err := controller.New(o.Options, controller.Deps{Client: client, Dynamic: dyn, Logger: log})
+	deps := controller.Deps{Client: client, Dynamic: dyn, Logger: log}
+	var nodes *rollout.Rollout
+	if o.Rollout.NodeByNode() {
+		if nodes, err = o.Rollout.New(client, o.Layout.Target, o.NodeName, log); err != nil {
+			return err
+		}
+		deps.Rollout = nodes
+	}
+	c, err := controller.New(o.Options, deps)
 	if err != nil {
 		return err
 	}
-	return c.Run(ctx)
+	if nodes == nil {
+		return c.Run(ctx)
+	}
+	// The node's rollout status is renewed while the controller runs, and
+	// no longer: a node whose controller is gone is not waited for.
+	ctx, cancel := context.WithCancel(ctx)
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		_ = nodes.Run(ctx)
+	}()
+	err = c.Run(ctx)
+	cancel()
+	<-renewed
+	return err
 }
 
 func newControllerCommand() *cobra.Command {
@@ -81,7 +107,14 @@ the running gateway without a revision. Broken, excluded and backfilled
 objects get Events; IngressRoutes get Contour's status; served Ingresses get
 the node's address in status.loadBalancer. When the startup monitor falls
 back from a revision, its snapshot is held back until the monitor's retry
-time; a different snapshot is installed at once.`,
+time; a different snapshot is installed at once.
+
+With --rollout=node-by-node, the nodes that run the controller for the same
+--target take turns, in the order of their --node-name, coordinated through
+coordination.k8s.io Leases in --rollout-namespace: a node installs a
+snapshot only after every node before it judged it good; a fallback on any
+node stops that snapshot (Event RolloutStopped naming the node and the
+reason) and a newer snapshot starts a new rollout.`,
 		Args: cobra.NoArgs,
 		RunE: runE(o),
 	}
