@@ -213,6 +213,8 @@ type env struct {
 	opts   Options
 	eps    *recordingWriter
 	run    *running
+	// rollout is the controller's Rollout; nil: the default.
+	rollout Rollout
 }
 
 // running is the controller an env runs, shared by the env's copies.
@@ -275,6 +277,26 @@ func newEnv(t *testing.T, c clients) *env {
 	return e
 }
 
+// node returns another node of the env's cluster: the same namespace and
+// class, its own node name, target folders, live endpoints and controller.
+func (e *env) node(name string) *env {
+	e.t.Helper()
+	n := *e
+	root := e.t.TempDir()
+	n.layout = revisions.Layout{
+		Target:         e.layout.Target,
+		ResourceDir:    filepath.Join(root, "resources"),
+		ManifestsDir:   filepath.Join(root, "manifests"),
+		LockFile:       filepath.Join(root, "revgate.lock"),
+		TerminationLog: filepath.Join(root, "log", "termination.log"),
+	}
+	n.opts.Layout, n.opts.NodeName = n.layout, name
+	n.eps = &recordingWriter{}
+	n.run = &running{syncs: map[string]int{}}
+	e.t.Cleanup(n.stopController)
+	return &n
+}
+
 // startController runs a controller with the env's options (edited by
 // edit, when given) until stopController.
 func (e *env) startController(c clients, edit func(*Options)) {
@@ -286,7 +308,7 @@ func (e *env) startController(c clients, edit func(*Options)) {
 	if err := opts.Validate(); err != nil {
 		e.t.Fatal(err)
 	}
-	ctl, err := New(opts, Deps{Client: c.client, Dynamic: c.dyn, Endpoints: e.eps, Logger: testLogger(e.t)})
+	ctl, err := New(opts, Deps{Client: c.client, Dynamic: c.dyn, Endpoints: e.eps, Rollout: e.rollout, Logger: testLogger(e.t)})
 	if err != nil {
 		e.t.Fatal(err)
 	}
