@@ -77,6 +77,10 @@ type Controller struct {
 	held     map[[2]int]bool
 	verdicts map[verdictKey]bool
 
+	// published remembers the Services of the published revisions, whose
+	// live endpoints are written too.
+	published publishedServices
+
 	// endpointsMu serialises endpoint writes; lastEndpoints is the JSON of
 	// the last list written.
 	endpointsMu   sync.Mutex
@@ -327,7 +331,7 @@ func (c *Controller) syncStructure(ctx context.Context) error {
 	// The endpoints go first, so that a new revision's proxy starts with
 	// them; a failure to write them does not hold the revision back (it
 	// carries its endpoints).
-	errEndpoints := c.writeEndpoints(snap.Slices)
+	errEndpoints := c.writeEndpoints(c.liveSlices(sel, snap.Slices))
 	if err := c.reconcileRevision(ctx, snap); err != nil {
 		return errors.Join(err, errEndpoints)
 	}
@@ -335,18 +339,14 @@ func (c *Controller) syncStructure(ctx context.Context) error {
 	return errEndpoints
 }
 
-// syncEndpoints hands the current EndpointSlices of the selected Services
+// syncEndpoints hands the current EndpointSlices of the served Services
 // to the gateway.
 func (c *Controller) syncEndpoints(context.Context) error {
 	sel := c.currentSelection()
 	if sel == nil {
 		return nil // the first structure sync writes them
 	}
-	var slices []discoveryv1.EndpointSlice
-	for _, sl := range endpointSlices(c.cacheView, sel.ServiceRefs) {
-		slices = append(slices, *cleanEndpointSlice(sl))
-	}
-	return c.writeEndpoints(slices)
+	return c.writeEndpoints(c.liveSlices(sel, nil))
 }
 
 // writeEndpoints writes the slices when they differ from the last list written.

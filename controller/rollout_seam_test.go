@@ -44,10 +44,10 @@ func (g *gate) Report(_ context.Context, digest string, v Verdict) error {
 	return nil
 }
 
-func (g *gate) setOpen() {
+func (g *gate) setOpen(open bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.open = true
+	g.open = open
 }
 
 // seen returns the digests asked about and reported on, and the verdicts.
@@ -125,7 +125,7 @@ func TestRolloutSeam(t *testing.T) {
 
 	t.Run("let through, installed once", func(t *testing.T) {
 		for _, n := range []*env{a, b} {
-			n.in(t).rollout.(*gate).setOpen()
+			n.in(t).rollout.(*gate).setOpen(true)
 		}
 		for _, n := range []*env{a, b} {
 			n := n.in(t)
