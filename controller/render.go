@@ -349,6 +349,21 @@ func revisionFiles(f revisions.FS, dir string) ([]file, error) {
 	return out, nil
 }
 
+// RevisionDigest is the digest of the snapshot that the revision folder dir
+// holds (Snapshot.Digest): what the rollout's Leases and Events name a
+// snapshot by, the same on every node that installed it.
+func RevisionDigest(dir string) (string, error) {
+	return revisionDigest(revisions.OS(), dir)
+}
+
+func revisionDigest(f revisions.FS, dir string) (string, error) {
+	files, err := revisionFiles(f, dir)
+	if err != nil {
+		return "", err
+	}
+	return digest(files), nil
+}
+
 // digest hashes the files of the routing structure: every file but the
 // EndpointSlices, each as its path, its length and its bytes.
 func digest(files []file) string {

@@ -68,11 +68,10 @@ func (c *Controller) reconcileRevision(ctx context.Context, snap *Snapshot) erro
 func (c *Controller) holds(n int, snap *Snapshot) (bool, error) {
 	d, ok := c.digests[n]
 	if !ok {
-		files, err := revisionFiles(c.fs, c.opts.Layout.RevisionDir(n))
-		if err != nil {
+		var err error
+		if d, err = revisionDigest(c.fs, c.opts.Layout.RevisionDir(n)); err != nil {
 			return false, err
 		}
-		d = digest(files)
 		c.digests[n] = d
 	}
 	if d != snap.Digest {

@@ -134,11 +134,11 @@ func TestRolloutSeam(t *testing.T) {
 			if revs := n.revisions(); !reflect.DeepEqual(revs, []int{1}) {
 				t.Fatalf("%s: revisions %v", n.opts.NodeName, revs)
 			}
-			files, err := revisionFiles(revisions.OS(), n.layout.Defaulted().RevisionDir(1))
+			got, err := RevisionDigest(n.layout.Defaulted().RevisionDir(1))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := digest(files); got != snapshot {
+			if got != snapshot {
 				t.Fatalf("%s's revision 1 has digest %s, the snapshot asked about %s", n.opts.NodeName, got, snapshot)
 			}
 		}

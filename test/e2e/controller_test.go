@@ -88,6 +88,14 @@ const publishAddress = "192.0.2.50"
 
 func newCluster(t *testing.T, e *env) *cluster {
 	t.Helper()
+	client, ns := newNamespace(t)
+	return newNode(t, e, client, ns, "e2e-node")
+}
+
+// newNamespace creates a namespace of the shared API server for the
+// scenario, named after the test.
+func newNamespace(t *testing.T) (kubernetes.Interface, string) {
+	t.Helper()
 	client, err := kubernetes.NewForConfig(kubetest.Config(t))
 	if err != nil {
 		t.Fatal(err)
@@ -96,10 +104,17 @@ func newCluster(t *testing.T, e *env) *cluster {
 	if _, err := client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	return client, ns
+}
+
+// newNode sets up the controller of node e, named node, watching namespace
+// ns (not started).
+func newNode(t *testing.T, e *env, client kubernetes.Interface, ns, node string) *cluster {
+	t.Helper()
 	c := &cluster{t: t, e: e, client: client, ns: ns}
 	c.args = append([]string{"controller",
 		"--kubeconfig=" + kubetest.Kubeconfig(t),
-		"--node-name=e2e-node",
+		"--node-name=" + node,
 		"--namespaces=" + ns,
 		"--publish-address=" + publishAddress,
 		"--sync-quiet-period=200ms",
@@ -108,21 +123,24 @@ func newCluster(t *testing.T, e *env) *cluster {
 	t.Cleanup(func() {
 		c.stopController()
 		if t.Failed() {
-			if data, err := os.ReadFile(filepath.Join(e.root, "log", "controller.log")); err == nil {
+			if data, err := os.ReadFile(c.logPath()); err == nil {
 				if len(data) > 12000 {
 					data = data[len(data)-12000:]
 				}
-				t.Logf("controller log (tail):\n%s", data)
+				t.Logf("controller log of %s (tail):\n%s", node, data)
 			}
 		}
 	})
 	return c
 }
 
+// logPath is the controller's log file.
+func (c *cluster) logPath() string { return filepath.Join(c.e.root, "log", "controller.log") }
+
 // startController runs `revgate controller`, logging to log/controller.log.
 func (c *cluster) startController() {
 	c.t.Helper()
-	f, err := os.OpenFile(filepath.Join(c.e.root, "log", "controller.log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(c.logPath(), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -141,7 +159,11 @@ func (c *cluster) startController() {
 }
 
 // stopController stops the controller with SIGTERM.
-func (c *cluster) stopController() {
+func (c *cluster) stopController() { c.signalController(syscall.SIGTERM) }
+
+// signalController sends the controller sig and waits for it to exit;
+// SIGKILL simulates a crash.
+func (c *cluster) signalController(sig syscall.Signal) {
 	c.mu.Lock()
 	cmd, done := c.ctl, c.ctlDone
 	c.ctl = nil
@@ -149,13 +171,13 @@ func (c *cluster) stopController() {
 	if cmd == nil {
 		return
 	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Process.Signal(sig)
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
 		<-done
-		c.t.Error("the controller did not stop within 30s of SIGTERM")
+		c.t.Errorf("the controller did not stop within 30s of %s", sig)
 	}
 }
 
@@ -387,5 +409,40 @@ func TestClusterLoop(t *testing.T) {
 		if res.bodies[name] == 0 {
 			t.Errorf("answers by upstream %v: want v1, v2 and v3 to have served", res.bodies)
 		}
+	}
+}
+
+// Regression: when a served Service's last EndpointSlice went (scaled to
+// zero, slices deleted), the live endpoints file held no slice of it, and
+// by the file's rules the gateway went back to the endpoints of its
+// revision, sending requests to an upstream the cluster no longer lists.
+// The controller writes an empty slice for it: the gateway answers 503
+// until a slice is back, without a revision.
+func TestServiceScaledToZero(t *testing.T) {
+	t.Parallel()
+	ip := hostIP(t)
+	e := newEnv(t)
+	c := newCluster(t, e)
+	v1 := startHostUpstream(t, "v1", ip)
+	c.service("web", v1)
+	c.ingress("web", "", "web")
+	e.startSupervise()
+	c.startController()
+	e.waitGood(1, "v1")
+
+	c.deleteSlice("web-1")
+	e.waitLiveEndpoints(t)
+	waitFor(t, waitLong, "503 from the gateway", func() (bool, string) {
+		r := get("http://" + e.httpAddr + "/hello")
+		return r.err == nil && r.status == http.StatusServiceUnavailable, fmt.Sprintf("%d %q %v", r.status, r.body, r.err)
+	})
+
+	c.addSlice("web", "web-2", v1)
+	e.waitLiveEndpoints(t, v1.addr)
+	if ok, detail := e.serving(1, "v1"); !ok {
+		t.Fatalf("with a slice back: %s", detail)
+	}
+	if revs := c.revisions(); !reflect.DeepEqual(revs, []int{1}) {
+		t.Fatalf("revisions %v: endpoint changes cut revisions", revs)
 	}
 }

@@ -122,7 +122,7 @@ func (e *env) waitLiveEndpoints(t *testing.T, addrs ...string) time.Time {
 	var last string
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		if got, err := e.routeEndpoints(); err == nil && reflect.DeepEqual(got, addrs) {
+		if got, err := e.routeEndpoints(); err == nil && slices.Equal(got, addrs) {
 			return time.Now()
 		} else {
 			last = fmt.Sprintf("%v %v", got, err)
