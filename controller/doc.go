@@ -31,5 +31,9 @@
 // installed at once.
 //
 // Rollout is the seam for node-by-node rollouts: it says whether this node
-// may install a snapshot now and hears the monitor's verdict on it.
+// may install a snapshot now (named by its Digest, which is of the cluster
+// configuration alone, so every node names a snapshot alike) and hears the
+// monitor's verdict on it. AllowAll, the default, installs at once;
+// package controller/rollout takes turns with the other nodes through
+// Leases (`revgate controller --rollout=node-by-node`).
 package controller

@@ -59,7 +59,9 @@ type Snapshot struct {
 	// Config is what the installer writes.
 	Config *installer.Config
 	// Digest identifies the routing structure: a SHA-256 over every file but
-	// the EndpointSlices, hex.
+	// the EndpointSlices, hex. It is of the cluster's objects alone, never of
+	// the node (folders, ports and binary are in the pods, compared apart),
+	// so that the nodes of a node-by-node rollout name a snapshot alike.
 	Digest string
 	// Slices are the rendered EndpointSlices, sorted by namespace/name: the
 	// live endpoints.

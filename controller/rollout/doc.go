@@ -35,4 +35,10 @@
 //
 // Events on the turn Lease say which node installs a snapshot, which node
 // judged it good, and which node's fallback stopped it and why.
+//
+// A Rollout is the controller's controller.Rollout seam: `revgate
+// controller --rollout=node-by-node` (Flags) makes one for the node named by
+// --node-name and the target named by --target, and renews its Leases with
+// Run while the controller runs. PolicyRules are the rights it needs in the
+// Leases' namespace; deploy/controller/rbac.yaml grants them.
 package rollout
