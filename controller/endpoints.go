@@ -5,7 +5,6 @@ import (
 	"io/fs"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 
@@ -95,12 +94,7 @@ func (c *Controller) liveSlices(sel *Selection, selected []discoveryv1.EndpointS
 		}
 		out = append(out, es)
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].Namespace != out[j].Namespace {
-			return out[i].Namespace < out[j].Namespace
-		}
-		return out[i].Name < out[j].Name
-	})
+	sortSlices(out)
 	return out
 }
 

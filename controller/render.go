@@ -156,13 +156,7 @@ func (r *renderer) render(objs *Objects) (*Snapshot, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	sort.Slice(snap.Slices, func(i, j int) bool {
-		a, b := snap.Slices[i], snap.Slices[j]
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		return a.Name < b.Name
-	})
+	sortSlices(snap.Slices)
 	r.cache = next
 	snap.Digest = digest(configFiles(cfg))
 	return snap, nil

@@ -158,12 +158,7 @@ func sortedRefs(m map[types.NamespacedName]bool) []types.NamespacedName {
 	for r := range m {
 		out = append(out, r)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Namespace != out[j].Namespace {
-			return out[i].Namespace < out[j].Namespace
-		}
-		return out[i].Name < out[j].Name
-	})
+	sortNamespaced(out, func(r *types.NamespacedName) (string, string) { return r.Namespace, r.Name })
 	return out
 }
 
@@ -175,10 +170,23 @@ type named interface {
 
 // sortMeta sorts objects by namespace, then name.
 func sortMeta[T named](objs []T) {
-	sort.Slice(objs, func(i, j int) bool {
-		if a, b := objs[i].GetNamespace(), objs[j].GetNamespace(); a != b {
-			return a < b
+	sortNamespaced(objs, func(o *T) (string, string) { return (*o).GetNamespace(), (*o).GetName() })
+}
+
+// sortSlices sorts EndpointSlices by namespace, then name.
+func sortSlices(slices []discoveryv1.EndpointSlice) {
+	sortNamespaced(slices, func(s *discoveryv1.EndpointSlice) (string, string) { return s.Namespace, s.Name })
+}
+
+// sortNamespaced sorts items by the namespace, then the name that key
+// gives, keeping the order of equal ones.
+func sortNamespaced[T any](items []T, key func(*T) (namespace, name string)) {
+	sort.SliceStable(items, func(i, j int) bool {
+		ans, an := key(&items[i])
+		bns, bn := key(&items[j])
+		if ans != bns {
+			return ans < bns
 		}
-		return objs[i].GetName() < objs[j].GetName()
+		return an < bn
 	})
 }
