@@ -56,7 +56,7 @@ var hopHeaders = []string{
 // the upstream receives, so no upstream can resolve the forwarded path into
 // another route's.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
+	start := h.g.opts.Clock.Now()
 	if gc := gateOf(r); gc != nil {
 		if ref := gc.refusalFor(r); ref != nil {
 			// The stand-in for a request head the framing gate refused.
@@ -425,7 +425,7 @@ func (g *Gateway) observe(ri *routeInfo, code int, start time.Time) {
 		ri.observer.Store(&obs)
 		o = &obs
 	}
-	(*o).Observe(time.Since(start).Seconds())
+	(*o).Observe(g.opts.Clock.Since(start).Seconds())
 	if code == http.StatusOK {
 		c := ri.ok200.Load()
 		if c == nil {
