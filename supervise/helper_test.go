@@ -24,6 +24,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/revgate/revgate/internal/clocktest"
 )
 
 // The test binary doubles as the "container": with SUPERVISE_HELPER=1 it runs
@@ -348,81 +350,7 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// fakeClock is a Clock that moves only when a test advances it.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-}
-
-type fakeTimer struct {
-	c       chan time.Time
-	at      time.Time
-	clock   *fakeClock
-	settled bool // fired or stopped
-}
-
-var _ Clock = (*fakeClock)(nil)
-
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
-
-func (f *fakeClock) Now() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.now
-}
-
-func (f *fakeClock) NewTimer(d time.Duration) Timer {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	t := &fakeTimer{c: make(chan time.Time, 1), at: f.now.Add(d), clock: f}
-	if d <= 0 {
-		t.settled = true
-		t.c <- f.now
-		return t
-	}
-	f.timers = append(f.timers, t)
-	return t
-}
-
-func (t *fakeTimer) C() <-chan time.Time { return t.c }
-
-func (t *fakeTimer) Stop() bool {
-	t.clock.mu.Lock()
-	defer t.clock.mu.Unlock()
-	was := !t.settled
-	t.settled = true
-	return was
-}
-
-// Advance moves the clock and fires the timers that fall due.
-func (f *fakeClock) Advance(d time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.now = f.now.Add(d)
-	keep := f.timers[:0]
-	for _, t := range f.timers {
-		if t.settled {
-			continue
-		}
-		if !t.at.After(f.now) {
-			t.settled = true
-			t.c <- f.now
-			continue
-		}
-		keep = append(keep, t)
-	}
-	f.timers = keep
-}
-
-// pending reports whether a timer of exactly d from now is waiting.
-func (f *fakeClock) pending(d time.Duration) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, t := range f.timers {
-		if !t.settled && t.at.Sub(f.now) == d {
-			return true
-		}
-	}
-	return false
+// newFakeClock returns a clock that moves only when a test steps it.
+func newFakeClock() *clocktest.Clock {
+	return clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 }

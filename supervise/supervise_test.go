@@ -20,6 +20,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/clock"
 )
 
 func TestStartsPodsFromManifests(t *testing.T) {
@@ -137,9 +138,9 @@ func TestRestartBackoffDoublesCapsAndResets(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeManifest(t, dir, "p.yaml", helperPod(t, "p", map[string]string{"HELPER_ID": "p", "HELPER_CRASH_IF": crash, "HELPER_STARTS": startsFile}))
-	clock := newFakeClock()
+	clk := newFakeClock()
 	opts := fastOptions(t, dir)
-	opts.Clock = clock
+	opts.Clock = clk
 	opts.RelistPeriod = time.Hour
 	opts.BackoffInitial, opts.BackoffMax, opts.BackoffReset = 10*time.Second, 30*time.Second, 10*time.Minute
 	r := startSupervisor(t, New(opts))
@@ -155,33 +156,33 @@ func TestRestartBackoffDoublesCapsAndResets(t *testing.T) {
 		t.Helper()
 		waitFor(t, "backoff of "+delay.String()+" after restart "+strconv.Itoa(restarts), func() bool {
 			c := state()
-			return c.State == StateBackoff && c.Restarts == restarts && clock.pending(delay)
+			return c.State == StateBackoff && c.Restarts == restarts && clk.Pending(delay) > 0
 		})
 	}
 	waitBackoff(0, 10*time.Second)
-	clock.Advance(9 * time.Second)
+	clk.Step(9 * time.Second)
 	time.Sleep(100 * time.Millisecond)
 	if c := state(); c.Restarts != 0 || len(starts(t, startsFile)) != 1 {
 		t.Fatalf("restarted before the backoff was over: %+v", c)
 	}
-	clock.Advance(time.Second)
+	clk.Step(time.Second)
 	waitBackoff(1, 20*time.Second)
-	clock.Advance(20 * time.Second)
+	clk.Step(20 * time.Second)
 	waitBackoff(2, 30*time.Second) // 40s capped at 30s
-	clock.Advance(30 * time.Second)
+	clk.Step(30 * time.Second)
 	waitBackoff(3, 30*time.Second)
 
 	// Now let it come up and stay up past BackoffReset, then fail again.
 	if err := os.Remove(crash); err != nil {
 		t.Fatal(err)
 	}
-	clock.Advance(30 * time.Second)
+	clk.Step(30 * time.Second)
 	waitFor(t, "the process to run past its crash check", func() bool {
 		c := state()
 		data, _ := os.ReadFile(crash + ".running")
 		return c.State == StateRunning && c.Restarts == 4 && string(data) == strconv.Itoa(c.PID)
 	})
-	clock.Advance(10 * time.Minute)
+	clk.Step(10 * time.Minute)
 	if err := os.WriteFile(crash, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -463,7 +464,7 @@ func TestProbeCountsOnlyTheProbedProcess(t *testing.T) {
 	waitFor(t, "both listening", func() bool {
 		groups := 0
 		for _, pid := range []int{oldReady, newNotReady} {
-			p := &prober{probe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(port)}}}, container: &corev1.Container{}, proc: procFS{root: "/proc"}}
+			p := &prober{probe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(port)}}}, container: &corev1.Container{}, proc: procFS{root: "/proc"}, clock: clock.RealClock{}}
 			if out, _ := p.check(context.Background(), pid); out == probeSuccess {
 				groups++
 			}
@@ -472,7 +473,7 @@ func TestProbeCountsOnlyTheProbedProcess(t *testing.T) {
 	})
 
 	httpProbe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt(port)}}}
-	pr := &prober{probe: httpProbe, container: &corev1.Container{}, proc: procFS{root: "/proc"}}
+	pr := &prober{probe: httpProbe, container: &corev1.Container{}, proc: procFS{root: "/proc"}, clock: clock.RealClock{}}
 	counts := map[int]map[probeOutcome]int{oldReady: {}, newNotReady: {}}
 	for range 12 {
 		for _, pid := range []int{oldReady, newNotReady} {
@@ -498,7 +499,7 @@ func TestProbeCountsOnlyTheProbedProcess(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() })
 	for _, probe := range []*corev1.Probe{httpProbe, {ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(port)}}}} {
-		p := &prober{probe: probe, container: &corev1.Container{}, proc: procFS{root: "/proc"}}
+		p := &prober{probe: probe, container: &corev1.Container{}, proc: procFS{root: "/proc"}, clock: clock.RealClock{}}
 		if out, msg := p.check(context.Background(), sleeper.Process.Pid); out != probeUncounted {
 			t.Errorf("probe of a process without a listener: %s (%s), want uncounted", out, msg)
 		}

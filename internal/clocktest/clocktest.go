@@ -54,17 +54,18 @@ func (c *Clock) NewTicker(d time.Duration) clock.Ticker {
 	return &ticker{Ticker: c.FakeClock.NewTicker(d), c: c, d: d}
 }
 
-// Pending reports whether a timer falls due exactly d from now.
-func (c *Clock) Pending(d time.Duration) bool {
+// Pending returns how many timers fall due exactly d from now.
+func (c *Clock) Pending(d time.Duration) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.Now()
+	n := 0
 	for t := range c.timers {
 		if t.at.After(now) && t.at.Sub(now) == d {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 // Tickers returns how many tickers of period d run; d == 0 counts all.

@@ -7,13 +7,14 @@ import (
 
 func TestPendingTimers(t *testing.T) {
 	c := New(time.Unix(100, 0))
-	if c.Pending(time.Second) {
+	if c.Pending(time.Second) != 0 {
 		t.Fatal("pending before any timer")
 	}
 	t1 := c.NewTimer(time.Second)
+	c.NewTimer(time.Second)
 	t2 := c.NewTimer(3 * time.Second)
-	if !c.Pending(time.Second) || !c.Pending(3*time.Second) || c.Pending(2*time.Second) {
-		t.Fatal("timers of 1s and 3s not both pending, or one of 2s pending")
+	if c.Pending(time.Second) != 2 || c.Pending(3*time.Second) != 1 || c.Pending(2*time.Second) != 0 {
+		t.Fatalf("pending 1s %d (want 2), 3s %d (want 1), 2s %d", c.Pending(time.Second), c.Pending(3*time.Second), c.Pending(2*time.Second))
 	}
 	c.Step(time.Second)
 	select {
@@ -21,18 +22,18 @@ func TestPendingTimers(t *testing.T) {
 	default:
 		t.Fatal("1s timer did not fire after a 1s step")
 	}
-	if !c.Pending(2*time.Second) || c.Pending(3*time.Second) {
+	if c.Pending(2*time.Second) != 1 || c.Pending(3*time.Second) != 0 {
 		t.Fatal("after 1s the 3s timer should be 2s away, and the fired one gone")
 	}
-	if !t2.Stop() || c.Pending(2*time.Second) {
+	if !t2.Stop() || c.Pending(2*time.Second) != 0 {
 		t.Fatal("a stopped timer is still pending")
 	}
 	t2.Reset(5 * time.Second)
-	if !c.Pending(5 * time.Second) {
+	if c.Pending(5*time.Second) != 1 {
 		t.Fatal("a reset timer is not pending")
 	}
 	ch := c.After(time.Minute)
-	if !c.Pending(time.Minute) {
+	if c.Pending(time.Minute) != 1 {
 		t.Fatal("After is not tracked")
 	}
 	c.Step(time.Minute)

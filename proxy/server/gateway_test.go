@@ -506,7 +506,7 @@ func TestGracefulDrain(t *testing.T) {
 	go func() { stop(); close(stopped) }()
 	// During the delay the admin endpoint answers not ready, and traffic is
 	// still served: the delay lasts until the clock passes it.
-	waitUntil(t, 5*time.Second, "the shutdown delay to begin", func() bool { return clk.Pending(delay) })
+	waitUntil(t, 5*time.Second, "the shutdown delay to begin", func() bool { return clk.Pending(delay) > 0 })
 	code, _, body := get(t, nil, adminAddr, "", nil)
 	if code != 500 || !strings.Contains(body, "[-]shutdown failed: shutting down") {
 		t.Errorf("readyz during the shutdown delay %d:\n%s", code, body)
@@ -712,7 +712,7 @@ func TestDrainAnswersAcceptedConnection(t *testing.T) {
 	stopped := make(chan struct{})
 	go func() { stop(); close(stopped) }()
 	// The listener is closed and the grace runs until the clock passes it.
-	waitUntil(t, 5*time.Second, "the accept grace to begin", func() bool { return clk.Pending(DefaultAcceptGrace) })
+	waitUntil(t, 5*time.Second, "the accept grace to begin", func() bool { return clk.Pending(DefaultAcceptGrace) > 0 })
 	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 		c.Close()
 		t.Fatal("listener still open during the accept grace")
