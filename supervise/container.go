@@ -131,7 +131,7 @@ func (c *containerRunner) run(ctx context.Context) {
 	defer c.markAttempted()
 	defer c.set(func() { c.finished = true; c.ready = false })
 	clk := c.opts.Clock
-	delay := c.opts.BackoffInitial
+	restarts := doublingBackOff(c.opts.BackoffInitial, c.opts.BackoffMax, clk)
 	for {
 		code, up, err := c.runOnce(ctx)
 		if ctx.Err() != nil {
@@ -148,15 +148,15 @@ func (c *containerRunner) run(ctx context.Context) {
 			return
 		}
 		if up >= c.opts.BackoffReset {
-			delay = c.opts.BackoffInitial
+			restarts.Reset()
 		}
+		delay := restarts.NextBackOff()
 		c.log.Info("back-off restarting container", "exitCode", code, "delay", delay, "restartPolicy", c.policy)
 		c.set(func() { c.state = StateBackoff })
 		if !sleep(clk, delay, ctx.Done()) {
 			return
 		}
 		c.set(func() { c.restarts++ })
-		delay = min(delay*2, c.opts.BackoffMax)
 	}
 }
 

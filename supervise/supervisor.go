@@ -318,7 +318,7 @@ func (s *Supervisor) waitFirstStarts(ctx context.Context) {
 // periodic relist covers the time it is down.
 func (s *Supervisor) watch(ctx context.Context, triggers chan<- struct{}) {
 	clk := s.opts.Clock
-	delay := watchRetryInitial
+	retries := doublingBackOff(watchRetryInitial, watchRetryMax, clk)
 	for {
 		began := clk.Now()
 		err := s.watchOnce(ctx, triggers)
@@ -326,13 +326,13 @@ func (s *Supervisor) watch(ctx context.Context, triggers chan<- struct{}) {
 			return
 		}
 		if clk.Since(began) > time.Minute {
-			delay = watchRetryInitial
+			retries.Reset()
 		}
+		delay := retries.NextBackOff()
 		s.log.Warn("watching the manifests dir failed, relisting periodically until the watch is back", "err", err, "retryIn", delay)
 		if !sleep(clk, delay, ctx.Done()) {
 			return
 		}
-		delay = min(delay*2, watchRetryMax)
 	}
 }
 
