@@ -244,6 +244,35 @@ func fastOptions(t *testing.T, dir string) Options {
 	}
 }
 
+// fakeOptions are fastOptions on a fake clock, which the test steps.
+func fakeOptions(t *testing.T, dir string) (Options, *clocktest.Clock) {
+	clk := newFakeClock()
+	o := fastOptions(t, dir)
+	o.Clock = clk
+	return o, clk
+}
+
+// stepUntil steps clk by step every few milliseconds until cond holds: the
+// wait of a test whose processes, real, also need time to pass on the
+// supervisor's clock (probe periods, backoffs, ReadyWithoutProbeAfter).
+func stepUntil(t *testing.T, clk *clocktest.Clock, step time.Duration, what string, cond func() bool) {
+	t.Helper()
+	waitFor(t, what, func() bool {
+		if cond() {
+			return true
+		}
+		clk.Step(step)
+		return false
+	})
+}
+
+// waitPending waits until n timers of d wait on clk: the loops that armed
+// them are done with what came before.
+func waitPending(t *testing.T, clk *clocktest.Clock, d time.Duration, n int) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%d timers of %s", n, d), func() bool { return clk.Pending(d) >= n })
+}
+
 // running is a Supervisor running in the background of a test.
 type running struct {
 	*Supervisor

@@ -355,12 +355,14 @@ func TestMakeBeforeBreak(t *testing.T) {
 	gate := filepath.Join(tmp, "gate")
 	old := httpReadiness(helperPod(t, "mbb", map[string]string{"HELPER_ID": "old", "HELPER_PORT": strconv.Itoa(port)}), port)
 	writeManifest(t, dir, "mbb.yaml", old)
-	r := startSupervisor(t, New(fastOptions(t, dir)))
-	waitFor(t, "old ready", func() bool { return r.currentReady("mbb.yaml") })
+	opts, clk := fakeOptions(t, dir)
+	r := startSupervisor(t, New(opts))
+	stepUntil(t, clk, time.Second, "old ready", func() bool { return r.currentReady("mbb.yaml") })
 	oldPID := r.currentPID("mbb.yaml")
 	c := startClient("http://127.0.0.1:" + strconv.Itoa(port) + "/")
 
-	// A new pod that is not ready: the old one keeps running.
+	// A new pod that is not ready: the old one keeps running, probe period
+	// after probe period.
 	pending := httpReadiness(helperPod(t, "mbb", map[string]string{
 		"HELPER_ID": "new", "HELPER_PORT": strconv.Itoa(port), "HELPER_READY_FILE": gate,
 	}), port)
@@ -369,16 +371,22 @@ func TestMakeBeforeBreak(t *testing.T) {
 		p, _ := r.pod("mbb.yaml")
 		return p.Next != nil && p.Next.Containers[0].State == StateRunning
 	})
-	time.Sleep(3 * time.Second) // three probe periods
+	for range 3 {
+		waitPending(t, clk, time.Second, 2) // both pods' probes are done and wait for the next period
+		clk.Step(time.Second)
+	}
+	waitPending(t, clk, time.Second, 2)
 	p, _ := r.pod("mbb.yaml")
 	if p.Current == nil || p.Current.Containers[0].PID != oldPID || !alive(oldPID) || p.Next == nil || p.Next.Ready {
 		t.Fatalf("while the new pod is not ready: %+v; want old pid %d current and alive, new one pending", p, oldPID)
 	}
 
-	// It gets ready: it replaces the old one, and no request fails meanwhile.
+	// It gets ready: it replaces the old one at its next probe, and no
+	// request fails meanwhile.
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	clk.Step(time.Second)
 	waitFor(t, "the new pod to replace the old", func() bool {
 		p, _ := r.pod("mbb.yaml")
 		return p.Next == nil && p.Current != nil && p.Current.Ready && p.Current.Containers[0].PID != oldPID && !alive(oldPID)
