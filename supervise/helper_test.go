@@ -85,8 +85,10 @@ func helperMain() {
 		}()
 	}
 	var srv *http.Server
+	var ln net.Listener
 	if port := os.Getenv("HELPER_PORT"); port != "" {
-		ln, err := listenReusePort("127.0.0.1:" + port)
+		var err error
+		ln, err = listenReusePort("127.0.0.1:" + port)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "listen:", err)
 			os.Exit(3)
@@ -111,6 +113,13 @@ func helperMain() {
 	<-sigs
 	fmt.Println("helper", id, "got SIGTERM")
 	if srv != nil {
+		// Stop accepting first, then give the connections accepted just
+		// before time to send their request, as the gateway does: Shutdown
+		// alone answers such a connection with EOF (golang/go#75591), the
+		// rare failed request of TestMakeBeforeBreak.
+		srv.SetKeepAlivesEnabled(false)
+		ln.Close()
+		time.Sleep(100 * time.Millisecond)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
