@@ -53,6 +53,15 @@ func TestMain(m *testing.M) {
 
 func helperMain() {
 	id := os.Getenv("HELPER_ID")
+	// Signals first: once a start is recorded, SIGTERM does what the test
+	// asked for, even when a fake clock lets the supervisor stop the helper
+	// at once.
+	sigs := make(chan os.Signal, 1)
+	if os.Getenv("HELPER_IGNORE_TERM") == "1" {
+		signal.Ignore(syscall.SIGTERM)
+	} else {
+		signal.Notify(sigs, syscall.SIGTERM)
+	}
 	if f := os.Getenv("HELPER_STARTS"); f != "" {
 		fh, err := os.OpenFile(f, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 		if err == nil {
@@ -62,9 +71,6 @@ func helperMain() {
 	}
 	fmt.Println("helper", id, "started")
 	fmt.Fprintln(os.Stderr, "helper", id, "says hello on stderr")
-	if os.Getenv("HELPER_IGNORE_TERM") == "1" {
-		signal.Ignore(syscall.SIGTERM)
-	}
 	if c := os.Getenv("HELPER_EXIT"); c != "" {
 		n, _ := strconv.Atoi(c)
 		os.Exit(n)
@@ -105,10 +111,6 @@ func helperMain() {
 		})
 		srv = &http.Server{Handler: mux}
 		go srv.Serve(ln)
-	}
-	sigs := make(chan os.Signal, 1)
-	if os.Getenv("HELPER_IGNORE_TERM") != "1" {
-		signal.Notify(sigs, syscall.SIGTERM)
 	}
 	<-sigs
 	fmt.Println("helper", id, "got SIGTERM")
@@ -335,6 +337,15 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// finished reports whether every container of the pod's current generation
+// is done for good: its run loop returned and nothing restarts it.
+func (r *running) finished(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sl := r.slots[name]
+	return sl != nil && sl.current != nil && sl.current.finished()
 }
 
 // currentPID returns the pid of the main container of the pod's current generation.

@@ -214,7 +214,7 @@ func TestContainerOutputIsLoggedWithPodAndContainer(t *testing.T) {
 
 func TestWatcherIsRestartedAfterAFailure(t *testing.T) {
 	dir := t.TempDir()
-	opts := fastOptions(t, dir)
+	opts, clk := fakeOptions(t, dir)
 	opts.RelistPeriod = time.Hour // only the watcher can notice the new file
 	s := New(opts)
 	var calls atomic.Int32
@@ -225,6 +225,11 @@ func TestWatcherIsRestartedAfterAFailure(t *testing.T) {
 		return fsnotify.NewWatcher()
 	}
 	r := startSupervisor(t, s)
+	waitPending(t, clk, watchRetryInitial, 1)
+	if calls.Load() != 1 {
+		t.Fatalf("%d watchers created before the retry delay passed", calls.Load())
+	}
+	clk.Step(watchRetryInitial)
 	waitFor(t, "the watcher to be created again", func() bool { return calls.Load() >= 2 })
 	time.Sleep(100 * time.Millisecond) // let it add the watch
 	writeManifest(t, dir, "w.yaml", helperPod(t, "w", map[string]string{"HELPER_ID": "w"}))
