@@ -53,7 +53,9 @@ type Installer struct {
 	FS revisions.FS
 	// Source yields the configuration (required).
 	Source Source
-	// Validator checks the configuration first; default NopValidator.
+	// Validator checks the configuration first; nil: no validation, and no
+	// staged copy written for it (the cluster loop installs broken objects
+	// on purpose, and a copy of thousands of files costs seconds).
 	Validator Validator
 	// Strict makes validation warnings refuse the install; default false.
 	Strict bool
@@ -83,6 +85,12 @@ type Installer struct {
 	// AfterStep, when set, is called after each step with its name; the crash
 	// test uses it to widen the window in which a kill lands.
 	AfterStep func(step string)
+	// Precondition, when set, is called under the lock with the highest
+	// installed revision (0 when there is none) before anything is written;
+	// an error aborts the install and is returned as it is. The cluster loop
+	// uses it to install only when the revision it compared its snapshot
+	// with is still the highest one.
+	Precondition func(highest int) error
 
 	log *slog.Logger
 }
@@ -109,9 +117,6 @@ func (in *Installer) defaults() {
 	in.Layout = in.Layout.Defaulted()
 	if in.FS.OpenFile == nil {
 		in.FS = revisions.OS()
-	}
-	if in.Validator == nil {
-		in.Validator = NopValidator
 	}
 	if in.LockTimeout == 0 {
 		in.LockTimeout = revisions.DefaultLockTimeout
@@ -164,9 +169,11 @@ func (in *Installer) Run(ctx context.Context) (*Result, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	warnings, err := in.validate(ctx, cfg)
-	if err != nil {
-		return nil, err
+	var warnings []string
+	if in.Validator != nil {
+		if warnings, err = in.validate(ctx, cfg); err != nil {
+			return nil, err
+		}
 	}
 	in.step("validated")
 
@@ -254,6 +261,11 @@ func (in *Installer) install(cfg *Config) (*Result, error) {
 	}
 	for _, name := range listing.Ignored {
 		in.log.Warn("ignoring folder whose name is not a revision", "name", name)
+	}
+	if in.Precondition != nil {
+		if err := in.Precondition(listing.Highest()); err != nil {
+			return nil, err
+		}
 	}
 	rev := in.Revision
 	if rev == 0 {

@@ -144,6 +144,38 @@ func TestInstallRefusesLowerOrEqualRevision(t *testing.T) {
 	}
 }
 
+// The precondition sees the highest revision under the lock, and its error
+// leaves everything as it was.
+func TestInstallPrecondition(t *testing.T) {
+	l := installertest.TempLayout(t)
+	src := &installer.LocalSource{Dir: sourceDir(t, exampleSource)}
+	var seen []int
+	errStale := errors.New("stale")
+	for i, fail := range []bool{false, true, false} {
+		in := newInstaller(l, src)
+		in.Precondition = func(highest int) error {
+			seen = append(seen, highest)
+			if fail {
+				return errStale
+			}
+			return nil
+		}
+		_, err := in.Run(context.Background())
+		if fail != errors.Is(err, errStale) {
+			t.Fatalf("install %d: err %v", i, err)
+		}
+	}
+	if !reflect.DeepEqual(seen, []int{0, 1, 1}) {
+		t.Fatalf("precondition saw %v", seen)
+	}
+	if got, _ := l.Defaulted().List(revisions.OS()); !reflect.DeepEqual(got.Revisions, []int{1, 2}) {
+		t.Fatalf("revisions %v", got.Revisions)
+	}
+	if n, err := installertest.Check(l, exampleFiles); err != nil || n != 2 {
+		t.Fatalf("published %d: %v", n, err)
+	}
+}
+
 type fixedSource struct{ cfg *installer.Config }
 
 func (s fixedSource) Load(context.Context) (*installer.Config, error) { return s.cfg, nil }

@@ -18,7 +18,7 @@ func (f ValidatorFunc) Validate(ctx context.Context, dir string) ([]string, erro
 	return f(ctx, dir)
 }
 
-// NopValidator accepts every configuration; it is the default.
+// NopValidator accepts every configuration (after staging a copy for it).
 var NopValidator Validator = ValidatorFunc(func(context.Context, string) ([]string, error) { return nil, nil })
 
 var _ Validator = ValidatorFunc(nil)

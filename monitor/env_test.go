@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/revgate/revgate/fallbackstatus"
 	"github.com/revgate/revgate/revisions"
 )
@@ -25,7 +27,7 @@ type env struct {
 	t     *testing.T
 	l     revisions.Layout
 	fs    revisions.FS
-	clock *FakeClock
+	clock *clocktesting.FakeClock
 	op    *operand
 }
 
@@ -48,7 +50,7 @@ func newEnv(t *testing.T) *env {
 	srv := httptest.NewServer(op)
 	t.Cleanup(srv.Close)
 	op.url = srv.URL
-	return &env{t: t, l: l, fs: revisions.OS(), clock: NewFakeClock(t0, false), op: op}
+	return &env{t: t, l: l, fs: revisions.OS(), clock: clocktesting.NewFakeClock(t0), op: op}
 }
 
 // operand answers /healthz and /readyz like revgate proxy does.
@@ -224,7 +226,7 @@ func (e *env) stepFor(m *Monitor, d time.Duration) bool {
 		if !e.clock.Now().Before(end) {
 			return false
 		}
-		e.clock.Advance(time.Second)
+		e.clock.Step(time.Second)
 	}
 }
 
@@ -285,4 +287,35 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// autoStep moves the fake clock on by d whenever something waits on it,
+// until the test ends: for waits inside a call the test cannot step between
+// (Run's probe interval, the mirror-pod refresh).
+func (e *env) autoStep(d time.Duration) {
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	e.t.Cleanup(func() { cancel(); <-stopped })
+	go func() {
+		defer close(stopped)
+		for ctx.Err() == nil {
+			if e.clock.HasWaiters() {
+				e.clock.Step(d)
+				continue
+			}
+			time.Sleep(time.Millisecond) // poll for the next waiter
+		}
+	}()
+}
+
+// waitForWaiter returns once something waits on the fake clock: a loop
+// that reached its wait.
+func (e *env) waitForWaiter() {
+	e.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !e.clock.HasWaiters(); {
+		if time.Now().After(deadline) {
+			e.t.Fatal("nothing waits on the clock")
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

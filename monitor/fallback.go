@@ -121,11 +121,31 @@ func annotateManifest(src []byte, fb *fallbackstatus.Fallback) ([]byte, error) {
 func freshUID() types.UID { return types.UID(revisions.NewUID()) }
 
 // RetryDelay is the wait before rolling a failed revision out again after
-// its attempt-th rollout failed: initial, doubling with each attempt, capped
-// at max. It depends on the attempt alone, so a restarted monitor computes
-// the same schedule.
+// its attempt-th rollout failed: the attempt-th interval of retryBackOff,
+// that is initial, doubling with each attempt, capped at max (10m, 20m,
+// 40m, ... 6h by default). It depends on the attempt alone, so a restarted
+// monitor computes the same schedule from the attempts in the state file;
+// the time of the retry is persisted there too once decided.
 func RetryDelay(initial, max time.Duration, attempt int) time.Duration {
-	b := backoff.NewExponentialBackOff(
+	b := retryBackOff(initial, max)
+	d := b.NextBackOff()
+	// Once at max the interval stays there: stop stepping, whatever the
+	// attempt count read from the state file.
+	for i := 1; i < attempt && d < max; i++ {
+		d = b.NextBackOff()
+	}
+	return d
+}
+
+// retryBackOff is the retry schedule as an exponential backoff: multiplier
+// 2 between initial and max, and no elapsed-time limit (a revision is
+// retried until a newer one supersedes it). It has no jitter: jitter spreads
+// many clients hitting one server, while here one node retries one revision
+// and the schedule is stated to the minute (README, the next-retry
+// annotation). Its clock stands still: with no elapsed-time limit the time
+// never enters the schedule.
+func retryBackOff(initial, max time.Duration) *backoff.ExponentialBackOff {
+	return backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(initial),
 		backoff.WithMaxInterval(max),
 		backoff.WithMultiplier(2),
@@ -133,15 +153,9 @@ func RetryDelay(initial, max time.Duration, attempt int) time.Duration {
 		backoff.WithMaxElapsedTime(0),
 		backoff.WithClockProvider(fixedClock{}),
 	)
-	d := initial
-	for i := 0; i < attempt; i++ {
-		d = b.NextBackOff()
-	}
-	return d
 }
 
-// fixedClock keeps the backoff's elapsed time at zero: the schedule is a
-// function of the attempt, not of when it is computed.
+// fixedClock is a backoff.Clock that stands still.
 type fixedClock struct{}
 
 func (fixedClock) Now() time.Time { return time.Time{} }

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 )
 
 // MirrorPod is the operand's mirror pod seen through client-go: the
@@ -19,8 +20,8 @@ type MirrorPod struct {
 	Namespace, Name string
 	// Node is reported as the Event's source host.
 	Node string
-	// Clock stamps Events; default RealClock.
-	Clock Clock
+	// Clock stamps Events; default clock.RealClock{}.
+	Clock clock.PassiveClock
 }
 
 var (
@@ -42,7 +43,7 @@ func (p *MirrorPod) MirrorPod(ctx context.Context) (*corev1.Pod, error) {
 func (p *MirrorPod) Emit(ctx context.Context, eventType, reason, message string) error {
 	clk := p.Clock
 	if clk == nil {
-		clk = RealClock{}
+		clk = clock.RealClock{}
 	}
 	ref := corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: p.Namespace, Name: p.Name}
 	if pod, err := p.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{}); err == nil {

@@ -131,7 +131,7 @@ func TestFallbackEventsWithAPIServer(t *testing.T) {
 	if c := fallbackstatus.DegradedCondition(fb); c.Status != metav1.ConditionTrue || c.Reason != revisions.ReasonDependencyUnhealthy {
 		t.Fatalf("condition from the published annotations = %+v", c)
 	}
-	e.clock.Advance(10 * time.Minute)
+	e.clock.Step(10 * time.Minute)
 	e.step(m)
 	if _, ok := events(t, cs, pod.Name)[EventRetryStarted]; !ok {
 		t.Fatal("no RetryStarted event")

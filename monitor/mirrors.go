@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 
 	"github.com/revgate/revgate/fallbackstatus"
 )
@@ -38,8 +39,8 @@ type NodeMirrorPods struct {
 	Namespace string
 	// Node is the node's name.
 	Node string
-	// Clock stamps Events; default RealClock.
-	Clock Clock
+	// Clock stamps Events; default clock.RealClock{}.
+	Clock clock.PassiveClock
 }
 
 var _ MirrorPods = (*NodeMirrorPods)(nil)

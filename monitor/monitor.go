@@ -18,10 +18,12 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/revgate/revgate/revisions"
 )
@@ -83,8 +85,11 @@ type Options struct {
 	RetryInitial, RetryMax time.Duration
 	// LockTimeout bounds the wait for the lock; default revisions.DefaultLockTimeout.
 	LockTimeout time.Duration
-	// Clock; default RealClock.
-	Clock Clock
+	// Clock reads the time and waits: the fallback timeout, the probe
+	// interval, the retry schedule and the mirror-pod refresh all go
+	// through it, so tests move time instead of sleeping; default
+	// clock.RealClock{}.
+	Clock clock.Clock
 	// Prober asks the admin endpoint; default NewHTTPProber(2s).
 	Prober Prober
 	// Pods, when set, adds the mirror-pod check.
@@ -111,8 +116,8 @@ type Monitor struct {
 	fs   revisions.FS
 	log  *slog.Logger
 
-	started bool
-	phase   phase
+	// state is where the decision stands (machine.go).
+	state state
 	// seenAt is when the operand manifest of this revision was first seen
 	// published in the current rollout; rolloutStart is its file's time,
 	// from which on termination records count.
@@ -130,14 +135,6 @@ type Monitor struct {
 	// refresh is a mirror pod to recreate once the lock is released.
 	refresh *mirrorRefresh
 }
-
-type phase int
-
-const (
-	phaseWatching phase = iota
-	phaseRetryPending
-	phaseFailedFinal
-)
 
 // New checks and defaults opts.
 func New(opts Options) (*Monitor, error) {
@@ -177,7 +174,7 @@ func New(opts Options) (*Monitor, error) {
 		opts.ReadyzURL = DefaultReadyzURL
 	}
 	if opts.Clock == nil {
-		opts.Clock = RealClock{}
+		opts.Clock = clock.RealClock{}
 	}
 	if opts.Prober == nil {
 		opts.Prober = NewHTTPProber(0)
@@ -204,7 +201,7 @@ func New(opts Options) (*Monitor, error) {
 // is done (nil: exit 0) or ctx ends. Errors of a step (a lock timeout, a
 // failed write) are logged and the step is tried again.
 func (m *Monitor) Run(ctx context.Context) error {
-	events := m.watch(ctx)
+	w := m.watch(ctx)
 	for {
 		done, err := m.Step(ctx)
 		if err != nil {
@@ -216,59 +213,62 @@ func (m *Monitor) Run(ctx context.Context) error {
 		if done {
 			return nil
 		}
+		w.addMissing()
+		t := m.opts.Clock.NewTimer(m.opts.ProbeInterval)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return ctx.Err()
-		case <-m.opts.Clock.After(m.opts.ProbeInterval):
-		case <-events:
+		case <-t.C():
+		case <-w.changed:
+			t.Stop()
 		}
 	}
 }
 
-// watch reports changes of the termination log's folder and the manifests
-// dir. The watcher only hurries the next step: the loop relists on every
-// interval anyway, so a folder that does not exist yet is added later.
-func (m *Monitor) watch(ctx context.Context) <-chan struct{} {
-	out := make(chan struct{}, 1)
+// dirWatch reports changes of the termination log's folder and the
+// manifests dir. It only hurries the next step: the loop looks on every
+// interval anyway, and adds a folder that did not exist yet (or was removed)
+// at its next wait.
+type dirWatch struct {
+	w       *fsnotify.Watcher // nil without a watcher
+	dirs    []string
+	changed chan struct{}
+
+	mu    sync.Mutex
+	added map[string]bool
+}
+
+func (m *Monitor) watch(ctx context.Context) *dirWatch {
+	d := &dirWatch{
+		dirs:    []string{filepath.Dir(m.opts.Layout.TerminationLog), m.opts.Layout.ManifestsDir},
+		changed: make(chan struct{}, 1),
+		added:   map[string]bool{},
+	}
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		m.log.Warn("no file watcher; relying on the probe interval", "err", err)
-		return out
+		return d
 	}
-	dirs := []string{filepath.Dir(m.opts.Layout.TerminationLog), m.opts.Layout.ManifestsDir}
-	added := map[string]bool{}
-	addAll := func() {
-		for _, d := range dirs {
-			if added[d] {
-				continue
-			}
-			if err := w.Add(d); err == nil {
-				added[d] = true
-			}
-		}
-	}
-	addAll()
+	d.w = w
+	d.addMissing()
 	go func() {
 		defer w.Close()
-		retry := time.NewTicker(5 * time.Second)
-		defer retry.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-retry.C:
-				addAll()
 			case ev, ok := <-w.Events:
 				if !ok {
 					return
 				}
 				if ev.Op.Has(fsnotify.Remove) || ev.Op.Has(fsnotify.Rename) {
-					if _, err := m.fs.Stat(ev.Name); err != nil && added[ev.Name] {
-						delete(added, ev.Name)
+					if _, err := m.fs.Stat(ev.Name); err != nil {
+						d.forget(ev.Name)
 					}
 				}
 				select {
-				case out <- struct{}{}:
+				case d.changed <- struct{}{}:
 				default:
 				}
 			case err, ok := <-w.Errors:
@@ -279,32 +279,31 @@ func (m *Monitor) watch(ctx context.Context) <-chan struct{} {
 			}
 		}
 	}()
-	return out
+	return d
 }
 
-// Step looks once at the files and the operand and takes at most one
-// decision. done means the monitor has nothing left to do and exits.
-func (m *Monitor) Step(ctx context.Context) (done bool, err error) {
-	obs, err := m.observe()
-	if err != nil {
-		return false, err
+// addMissing watches the folders not watched yet.
+func (d *dirWatch) addMissing() {
+	if d.w == nil {
+		return
 	}
-	if obs.superseded() {
-		return m.obsolete(ctx, obs)
-	}
-	if !m.started {
-		if done, err := m.resume(ctx); done || err != nil {
-			return done, err
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, dir := range d.dirs {
+		if d.added[dir] {
+			continue
 		}
-		m.started = true
+		if err := d.w.Add(dir); err == nil {
+			d.added[dir] = true
+		}
 	}
-	switch m.phase {
-	case phaseRetryPending:
-		return m.stepRetryPending(ctx, obs)
-	case phaseFailedFinal:
-		return m.finishFailed(ctx)
-	}
-	return m.stepWatching(ctx, obs)
+}
+
+// forget marks a watched folder gone: the kernel dropped its watch.
+func (d *dirWatch) forget(dir string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.added, dir)
 }
 
 // observation is what one look at the files finds.
@@ -363,46 +362,24 @@ func (m *Monitor) publishedIsOwnManifest() bool {
 	return err == nil && bytes.Equal(pub, own)
 }
 
-// resume picks up what the state file says about this revision, so that a
-// restarted monitor neither repeats a decision nor resets a retry schedule.
-func (m *Monitor) resume(ctx context.Context) (bool, error) {
-	st, err := revisions.LoadState(m.fs, m.opts.Layout.StateFile())
-	if err != nil {
-		return false, err
-	}
-	rs, ok := st.Revisions[m.opts.Revision]
-	if !ok {
-		return false, nil
-	}
-	switch {
-	case rs.Outcome == revisions.OutcomeGood:
-		lkg, err := m.opts.Layout.LastKnownGood(m.fs)
-		if err == nil && lkg == m.opts.Revision {
-			m.log.Info("revision already recorded good; removing the monitor manifest")
-			err := m.withLock(ctx, func() error {
-				if err := m.removeOtherSlots(); err != nil {
-					return err
-				}
-				return m.removeOwnManifest()
-			})
-			return err == nil, err
+// completeGood finishes a good decision that a restart interrupted: the
+// state file records this revision good and last-known-good points at it.
+func (m *Monitor) completeGood(ctx context.Context) error {
+	m.log.Info("revision already recorded good; removing the monitor manifest")
+	return m.withLock(ctx, func() error {
+		if err := m.removeOtherSlots(); err != nil {
+			return err
 		}
-	case rs.Outcome == revisions.OutcomeFailed && rs.NextRetry != nil:
-		m.phase = phaseRetryPending
-		m.nextRetry = *rs.NextRetry
-		m.log.Info("resuming a pending retry", "next_retry", m.nextRetry, "attempt", rs.Attempts)
-	case rs.Outcome == revisions.OutcomeFailed:
-		m.phase = phaseFailedFinal
-	}
-	return false, nil
+		return m.removeOwnManifest()
+	})
 }
 
-// obsolete: a newer revision is installed, its monitor owns the manifests.
+// leave: a newer revision is installed, its monitor owns the manifests.
 // The pending retry of this revision is cancelled and the published monitor
 // manifest is removed only when it is still this revision's.
-func (m *Monitor) obsolete(ctx context.Context, obs observation) (bool, error) {
+func (m *Monitor) leave(ctx context.Context, obs observation) error {
 	m.log.Info("a newer revision is installed; leaving it to its monitor", "highest", obs.highest, "published", obs.published)
-	err := m.withLock(ctx, func() error {
+	return m.withLock(ctx, func() error {
 		err := revisions.UpdateState(m.fs, m.opts.Layout.StateFile(), func(s *revisions.State) error {
 			rs, ok := s.Revisions[m.opts.Revision]
 			if !ok {
@@ -419,84 +396,44 @@ func (m *Monitor) obsolete(ctx context.Context, obs observation) (bool, error) {
 		}
 		return m.removeOwnManifest()
 	})
-	return err == nil, err
 }
 
-func (m *Monitor) stepWatching(ctx context.Context, obs observation) (bool, error) {
-	now := m.opts.Clock.Now()
-	if obs.published != m.opts.Revision {
-		if !m.seenAt.IsZero() {
-			m.log.Info("operand manifest is no longer this revision; waiting", "published", obs.published)
-		}
-		m.seenAt, m.streak = time.Time{}, 0
-		return false, nil
-	}
-	if m.seenAt.IsZero() {
-		fi, err := m.fs.Stat(obs.ownPath)
-		if err != nil {
-			return false, fmt.Errorf("stat published operand manifest: %w", err)
-		}
-		m.seenAt, m.rolloutStart = now, fi.ModTime()
-		m.log.Info("operand manifest of this revision is published; watching it", "published_at", m.rolloutStart, "timeout", m.opts.FallbackTimeout)
-	}
-	final := !now.Before(m.seenAt.Add(m.opts.FallbackTimeout))
-	checks := []Check{m.terminationCheck(m.rolloutStart, final), m.healthzCheck(), m.readyzCheck()}
-	if m.hasMirrorPods() {
-		checks = append(checks, m.mirrorPodCheck())
-	}
-	ok, reason, message, err := runChecks(ctx, checks...)
-	if errors.Is(err, errInconclusive) {
-		// Another revision's process answered every attempt: this says
-		// nothing about ours, so neither count it nor let it name the
-		// failure; decide on what was last learnt about this revision.
-		if !final {
-			return false, nil
-		}
-		if m.lastReason != "" {
-			reason, message = m.lastReason, m.lastMessage
-		}
-		return m.fail(ctx, reason, message)
-	}
+// beginRollout notes that this revision's operand manifest is published:
+// the fallback timeout runs from now, and start records count from the
+// manifest file's time.
+func (m *Monitor) beginRollout(obs observation) error {
+	fi, err := m.fs.Stat(obs.ownPath)
 	if err != nil {
-		m.log.Warn("check failed to run", "reason", reason, "err", err)
+		return fmt.Errorf("stat published operand manifest: %w", err)
 	}
-	if ok {
-		m.streak++
-		m.lastReason = ""
-		if m.streak >= m.opts.ReadySuccesses {
-			return m.good(ctx)
-		}
-		return false, nil
-	}
-	m.streak = 0
-	if reason != m.lastReason {
-		m.log.Info("revision not ready yet", "reason", reason, "message", message)
-	}
-	m.lastReason, m.lastMessage = reason, message
-	if final || reason == revisions.ReasonCrashLooping {
-		return m.fail(ctx, reason, message)
-	}
-	return false, nil
+	m.seenAt, m.rolloutStart = m.opts.Clock.Now(), fi.ModTime()
+	m.log.Info("operand manifest of this revision is published; watching it", "published_at", m.rolloutStart, "timeout", m.opts.FallbackTimeout)
+	return nil
 }
 
 // underRevision runs fn under the lock after checking again that the
 // published operand manifest is still this revision and none newer exists.
-// It reports false without running fn when that is no longer so.
-func (m *Monitor) underRevision(ctx context.Context, fn func() error) (bool, error) {
-	ran := false
+// When that is no longer so it does not run fn and returns what it found
+// instead: Superseded or OtherPublished.
+func (m *Monitor) underRevision(ctx context.Context, fn func() error) (*verdict, error) {
+	var changed *verdict
 	err := m.withLock(ctx, func() error {
 		obs, err := m.observe()
 		if err != nil {
 			return err
 		}
-		if obs.superseded() || obs.published != m.opts.Revision {
-			m.log.Info("published operand manifest changed before the decision; looking again", "published", obs.published, "highest", obs.highest)
-			return nil
+		switch {
+		case obs.superseded():
+			changed = &verdict{in: inSuperseded, obs: obs}
+		case obs.published != m.opts.Revision:
+			changed = &verdict{in: inOtherPublished, obs: obs}
+		default:
+			return fn()
 		}
-		ran = true
-		return fn()
+		m.log.Info("published operand manifest changed before the decision; looking again", "published", obs.published, "highest", obs.highest)
+		return nil
 	})
-	return ran, err
+	return changed, err
 }
 
 // withLock runs fn under the lock. Events fn records are sent after the
@@ -516,11 +453,12 @@ func (m *Monitor) withLock(ctx context.Context, fn func() error) error {
 }
 
 // good makes this revision the last-known-good one, records it and removes
-// the monitor's own manifest.
-func (m *Monitor) good(ctx context.Context) (bool, error) {
+// the monitor's own manifest. Its outcome is RecordedGood, or what
+// underRevision found instead.
+func (m *Monitor) good(ctx context.Context) (*verdict, error) {
 	n := m.opts.Revision
 	now := m.opts.Clock.Now()
-	ran, err := m.underRevision(ctx, func() error {
+	changed, err := m.underRevision(ctx, func() error {
 		if err := m.opts.Layout.SetLastKnownGood(m.fs, n); err != nil {
 			return fmt.Errorf("point last-known-good at revision %d: %w", n, err)
 		}
@@ -544,21 +482,28 @@ func (m *Monitor) good(ctx context.Context) (bool, error) {
 		}
 		return m.removeOwnManifest()
 	})
-	if err != nil || !ran {
+	switch {
+	case err != nil:
+		m.streak = 0 // the passes count again before the next try
+		return nil, err
+	case changed != nil:
 		m.streak = 0
-		return false, err
+		return changed, nil
 	}
-	return true, nil
+	return &verdict{in: inRecordedGood}, nil
 }
 
 // fail records the failure of this rollout, puts the fallback revision back
-// and either schedules a retry or finishes.
-func (m *Monitor) fail(ctx context.Context, reason, message string) (bool, error) {
+// and schedules a retry for a retried reason. Its outcome is RecordedRetry or
+// RecordedFailed as soon as the failure is recorded, even when putting the
+// fallback in place fails after (the error is returned with it), or what
+// underRevision found instead.
+func (m *Monitor) fail(ctx context.Context, reason, message string) (*verdict, error) {
 	n := m.opts.Revision
 	now := m.opts.Clock.Now()
 	var retryAt *time.Time
 	recorded := false
-	ran, err := m.underRevision(ctx, func() error {
+	changed, err := m.underRevision(ctx, func() error {
 		lst, err := m.opts.Layout.List(m.fs)
 		if err != nil {
 			return err
@@ -605,62 +550,44 @@ func (m *Monitor) fail(ctx context.Context, reason, message string) (bool, error
 		return nil
 	})
 	switch {
-	case !ran && err == nil:
-		m.seenAt, m.streak = time.Time{}, 0 // the published manifest changed
-		return false, nil
+	case changed != nil:
+		return changed, nil
 	case !recorded:
-		return false, err
+		return nil, err
 	case retryAt != nil:
-		// Recorded: from now on the state file drives this monitor, even
-		// when publishing the fallback failed and is tried again.
-		m.phase, m.nextRetry = phaseRetryPending, *retryAt
-		return false, err
+		return &verdict{in: inRecordedRetry, retryAt: *retryAt}, err
 	}
-	m.phase = phaseFailedFinal
-	if err != nil {
-		return false, err
-	}
-	return m.finishFailed(ctx)
+	return &verdict{in: inRecordedFailed}, err
 }
 
 // finishFailed completes a failure that is not retried: the fallback is in
 // place (published again if it was interrupted) and the monitor leaves.
-func (m *Monitor) finishFailed(ctx context.Context) (bool, error) {
-	err := m.withLock(ctx, func() error {
+func (m *Monitor) finishFailed(ctx context.Context) error {
+	return m.withLock(ctx, func() error {
 		if err := m.publishFallback(ctx, false); err != nil {
 			return err
 		}
 		return m.removeOwnManifest()
 	})
-	return err == nil, err
 }
 
-func (m *Monitor) stepRetryPending(ctx context.Context, obs observation) (bool, error) {
-	now := m.opts.Clock.Now()
-	if now.Before(m.nextRetry) {
-		if obs.published == m.opts.Revision || obs.published == 0 {
-			// The fallback of the recorded failure is not in place (a
-			// crash or a failed write interrupted it): put it back.
-			return false, m.withLock(ctx, func() error { return m.publishFallback(ctx, false) })
-		}
-		return false, nil
-	}
-	return false, m.startRetry(ctx)
-}
-
-// startRetry publishes this revision's own operand manifest again and starts
-// a new rollout.
-func (m *Monitor) startRetry(ctx context.Context) error {
+// startRetry publishes this revision's own operand manifest again and
+// begins a new rollout: this monitor published it, so the fallback timeout
+// and the count of start records run from now. Its outcome is RetryStarted,
+// or Superseded when a newer revision came first.
+func (m *Monitor) startRetry(ctx context.Context) (*verdict, error) {
 	n := m.opts.Revision
 	now := m.opts.Clock.Now()
 	var attempt int
+	var out *verdict
 	err := m.withLock(ctx, func() error {
 		obs, err := m.observe()
 		if err != nil {
 			return err
 		}
 		if obs.superseded() {
-			return nil // the next step finds it and leaves
+			out = &verdict{in: inSuperseded, obs: obs}
+			return nil
 		}
 		data, err := m.fs.ReadFile(m.opts.Layout.RevisionPodManifest(n))
 		if err != nil {
@@ -680,13 +607,16 @@ func (m *Monitor) startRetry(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("record retry of revision %d: %w", n, err)
 		}
-		// The rollout starts now: this monitor published it.
-		m.phase, m.seenAt, m.rolloutStart, m.streak, m.lastReason = phaseWatching, now, now, 0, ""
+		m.seenAt, m.rolloutStart, m.streak, m.lastReason = now, now, 0, ""
 		m.log.Info("retrying the revision", "attempt", attempt, "at", now)
 		m.event(ctx, corev1.EventTypeNormal, EventRetryStarted, fmt.Sprintf("revision %d is rolled out again (attempt %d)", n, attempt))
+		out = &verdict{in: inRetryStarted}
 		return nil
 	})
-	return err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // removeOwnManifest removes the published monitor manifest when it is this

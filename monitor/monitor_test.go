@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -36,7 +37,7 @@ func TestGoodRevision(t *testing.T) {
 		if e.step(m) {
 			t.Fatalf("done after %d passes, want %d in a row", i, DefaultReadySuccesses)
 		}
-		e.clock.Advance(time.Second)
+		e.clock.Step(time.Second)
 	}
 	if !e.step(m) {
 		t.Fatal("not done after enough passes")
@@ -354,7 +355,7 @@ func TestStartsOfAnEarlierRolloutDoNotCount(t *testing.T) {
 	// Two starts of revision 2 in an earlier rollout, an hour ago.
 	e.record(revisions.RecordStart, 2, "")
 	e.record(revisions.RecordStart, 2, "")
-	e.clock.Advance(time.Hour)
+	e.clock.Step(time.Hour)
 	e.publish(2, true)
 	e.serve(2)
 	e.record(revisions.RecordStart, 2, "")
@@ -409,7 +410,7 @@ func TestRetryPersistsAcrossRestart(t *testing.T) {
 	first := *e.state(2).NextRetry
 
 	// The monitor restarts half-way through the wait.
-	e.clock.Advance(5 * time.Minute)
+	e.clock.Step(5 * time.Minute)
 	m = e.monitor(2)
 	e.step(m)
 	if rev, fb, _ := e.published(); rev != 1 || fb == nil {
@@ -418,7 +419,7 @@ func TestRetryPersistsAcrossRestart(t *testing.T) {
 	if got := *e.state(2).NextRetry; !got.Equal(first) {
 		t.Fatalf("restart moved the retry from %v to %v", first, got)
 	}
-	e.clock.Advance(first.Sub(e.clock.Now()))
+	e.clock.Step(first.Sub(e.clock.Now()))
 	e.step(m)
 	rev, fb, data := e.published()
 	if rev != 2 || fb != nil {
@@ -434,7 +435,7 @@ func TestRetryPersistsAcrossRestart(t *testing.T) {
 	}
 
 	// The second rollout fails too: the wait doubles.
-	e.clock.Advance(time.Second)
+	e.clock.Step(time.Second)
 	e.record(revisions.RecordStart, 2, "")
 	if e.stepFor(m, DefaultFallbackTimeout+5*time.Second) {
 		t.Fatal("finished with a retry pending")
@@ -451,9 +452,9 @@ func TestRetryPersistsAcrossRestart(t *testing.T) {
 	}
 
 	// The third rollout is good.
-	e.clock.Advance(20 * time.Minute)
+	e.clock.Step(20 * time.Minute)
 	e.step(m)
-	e.clock.Advance(time.Second)
+	e.clock.Step(time.Second)
 	e.record(revisions.RecordStart, 2, "")
 	e.op.set(func(o *operand) { o.health = 200 })
 	if !e.stepFor(m, time.Minute) {
@@ -488,7 +489,7 @@ func TestNewerRevisionCancelsRetry(t *testing.T) {
 		t.Fatalf("retry not cancelled: %+v", rs)
 	}
 	// A restart of the old monitor does nothing either.
-	e.clock.Advance(time.Hour)
+	e.clock.Step(time.Hour)
 	if !e.step(e.monitor(2)) {
 		t.Fatal("restarted superseded monitor did not exit")
 	}
@@ -591,7 +592,7 @@ func TestFallbackPublishFailureIsCompletedLater(t *testing.T) {
 		return orig(o, n)
 	}
 	m = e.monitor(2, func(o *Options) { o.FS = &fs })
-	e.clock.Advance(DefaultFallbackTimeout)
+	e.clock.Step(DefaultFallbackTimeout)
 	fail = true
 	for i := 0; i < 3; i++ {
 		if _, err := m.Step(context.Background()); err != nil {
@@ -600,7 +601,7 @@ func TestFallbackPublishFailureIsCompletedLater(t *testing.T) {
 			}
 			break
 		}
-		e.clock.Advance(DefaultFallbackTimeout)
+		e.clock.Step(DefaultFallbackTimeout)
 	}
 	if rs := e.state(2); rs == nil || rs.Outcome != revisions.OutcomeFailed {
 		t.Fatalf("failure not recorded: %+v", rs)
@@ -714,19 +715,37 @@ func (f podFunc) MirrorPod(ctx context.Context) (*corev1.Pod, error) { return f(
 
 func TestRetryDelay(t *testing.T) {
 	for _, tt := range []struct {
-		attempt int
-		want    time.Duration
-	}{{1, 10 * time.Minute}, {2, 20 * time.Minute}, {3, 40 * time.Minute}, {6, 320 * time.Minute}, {7, 6 * time.Hour}, {40, 6 * time.Hour}} {
-		if got := RetryDelay(10*time.Minute, 6*time.Hour, tt.attempt); got != tt.want {
-			t.Errorf("attempt %d: %s, want %s", tt.attempt, got, tt.want)
-		}
+		name         string
+		initial, max time.Duration
+		attempt      int
+		want         time.Duration
+	}{
+		{"first", 10 * time.Minute, 6 * time.Hour, 1, 10 * time.Minute},
+		{"second doubles", 10 * time.Minute, 6 * time.Hour, 2, 20 * time.Minute},
+		{"third", 10 * time.Minute, 6 * time.Hour, 3, 40 * time.Minute},
+		{"sixth", 10 * time.Minute, 6 * time.Hour, 6, 320 * time.Minute},
+		{"seventh is capped", 10 * time.Minute, 6 * time.Hour, 7, 6 * time.Hour},
+		{"fortieth", 10 * time.Minute, 6 * time.Hour, 40, 6 * time.Hour},
+		{"no attempt recorded yet", 10 * time.Minute, 6 * time.Hour, 0, 10 * time.Minute},
+		{"initial is max", time.Hour, time.Hour, 5, time.Hour},
+		{"run flags", 2 * time.Minute, 6 * time.Hour, 3, 8 * time.Minute},
+		// Regression: the schedule stepped the backoff once per recorded
+		// attempt, so a state file with a huge attempt count held the
+		// monitor in a loop of that many steps.
+		{"huge attempt count", 10 * time.Minute, 6 * time.Hour, math.MaxInt, 6 * time.Hour},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := RetryDelay(tt.initial, tt.max, tt.attempt); got != tt.want {
+				t.Errorf("RetryDelay(%s, %s, %d) = %s, want %s", tt.initial, tt.max, tt.attempt, got, tt.want)
+			}
+		})
 	}
 }
 
 func TestRunExitsWhenGood(t *testing.T) {
 	e := node12(t)
 	e.record(revisions.RecordStart, 2, "")
-	e.clock = NewFakeClock(t0, true)
+	e.autoStep(DefaultProbeInterval)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := e.monitor(2).Run(ctx); err != nil {
@@ -751,7 +770,7 @@ func TestRunWakesOnTerminationLogWrite(t *testing.T) {
 	res := make(chan error, 1)
 	m := e.monitor(2, func(o *Options) { o.ReadySuccesses = 1 })
 	go func() { res <- m.Run(ctx) }()
-	time.Sleep(100 * time.Millisecond)
+	e.waitForWaiter() // the first step is taken; Run waits
 	e.record(revisions.RecordStart, 2, "")
 	if err := <-res; err != nil {
 		t.Fatalf("run: %v", err)
@@ -769,7 +788,7 @@ func TestLockBusyAtTimeoutKeepsTheDecisionDue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.clock.Advance(time.Second)
+	e.clock.Step(time.Second)
 	if _, err := m.Step(context.Background()); !errors.Is(err, revisions.ErrLockTimeout) {
 		t.Fatalf("step with the lock held = %v", err)
 	}

@@ -242,11 +242,13 @@ func (m *Monitor) mirrorPod(ctx context.Context) (*corev1.Pod, error) {
 }
 
 // Bringing the fallback annotations onto the mirror pod of a manifest
-// annotated in place: how long to try, and how long to give the API server
-// and the kubelet after an attempt before the next one.
+// annotated in place: how long to try, how long to give the API server and
+// the kubelet after an attempt before the next one, and how often to look
+// meanwhile.
 const (
 	mirrorRefreshTimeout = 30 * time.Second
 	mirrorRefreshRetry   = 3 * time.Second
+	mirrorRefreshLook    = 200 * time.Millisecond
 )
 
 // mirrorRefresh is a mirror pod that must come to carry annotations.
@@ -285,10 +287,12 @@ func (m *Monitor) refreshMirror(ctx context.Context) {
 			m.log.Warn("the serving mirror pod does not show the fallback yet; its manifest does", "pod", r.pod)
 			return
 		}
+		t := clk.NewTimer(mirrorRefreshLook)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
-		case <-clk.After(200 * time.Millisecond):
+		case <-t.C():
 		}
 	}
 }

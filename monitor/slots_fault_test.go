@@ -73,7 +73,7 @@ func TestSlotsDecisionFaultAtEveryStep(t *testing.T) {
 					if done, err = m.Step(context.Background()); done || err != nil {
 						break
 					}
-					e.clock.Advance(time.Second)
+					e.clock.Step(time.Second)
 				}
 				return e, uid, err
 			}

@@ -184,7 +184,7 @@ func TestSlotsFallbackAnnotatesTheServingSlotInPlace(t *testing.T) {
 			// The retry publishes revision 2 into the free slot, with a new
 			// uid; the serving slot keeps its fallback until the retry is decided.
 			first := e.state(2).Attempts
-			e.clock.Advance(10 * time.Minute)
+			e.clock.Step(10 * time.Minute)
 			e.step(m)
 			retried := e.slot(revisions.SlotB)
 			if retried == nil || retried.Revision != 2 || retried.UID == "" || retried.UID == serving.UID {
@@ -261,7 +261,7 @@ func TestSlotsInterruptedFallbackIsCompleted(t *testing.T) {
 		if _, stepErr = m.Step(context.Background()); stepErr != nil {
 			break
 		}
-		e.clock.Advance(time.Second)
+		e.clock.Step(time.Second)
 	}
 	if stepErr == nil {
 		t.Fatal("the fallback did not fail on the injected removal")
@@ -342,7 +342,7 @@ func (f *fakeMirrors) Annotate(_ context.Context, pod string, uid types.UID, wan
 // they are about.
 func TestSlotsFallbackAnnotatesTheServingMirrorPod(t *testing.T) {
 	e := slots12(t)
-	e.clock = NewFakeClock(t0, true) // the refresh waits between its looks
+	e.autoStep(mirrorRefreshLook) // the refresh waits between its looks
 	mirrors := &fakeMirrors{e: e, pods: map[string]*corev1.Pod{}}
 	mirrors.create(revisions.SlotA)
 	mirrors.create(revisions.SlotB)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 )
 
 // File is the part of *os.File that durable writes use.
@@ -115,6 +116,12 @@ func (f FS) WriteFile(path string, data []byte, perm os.FileMode) error {
 
 // writeNew creates a new file (it must not exist), writes and fsyncs it.
 func (f FS) writeNew(path string, data []byte, perm os.FileMode) error {
+	return f.create(path, data, perm, true)
+}
+
+// create creates a new file (it must not exist) and writes it, fsyncing it
+// when sync is set.
+func (f FS) create(path string, data []byte, perm os.FileMode, sync bool) error {
 	w, err := f.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", path, err)
@@ -123,9 +130,11 @@ func (f FS) writeNew(path string, data []byte, perm os.FileMode) error {
 		w.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := w.Sync(); err != nil {
-		w.Close()
-		return fmt.Errorf("sync %s: %w", path, err)
+	if sync {
+		if err := w.Sync(); err != nil {
+			w.Close()
+			return fmt.Errorf("sync %s: %w", path, err)
+		}
 	}
 	if err := w.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", path, err)
@@ -133,11 +142,36 @@ func (f FS) writeNew(path string, data []byte, perm os.FileMode) error {
 	return nil
 }
 
+// syncFile opens an existing file and fsyncs it.
+func (f FS) syncFile(path string) error {
+	r, err := f.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return fmt.Errorf("open %s to sync it: %w", path, err)
+	}
+	if err := r.Sync(); err != nil {
+		r.Close()
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	if err := r.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", path, err)
+	}
+	return nil
+}
+
+// stageSyncers is how many staged files are fsynced at once: file systems
+// fold concurrent fsyncs into one journal commit, so a revision of
+// thousands of files becomes durable in a fraction of the time that
+// syncing them one after the other takes.
+const stageSyncers = 16
+
 // Stage is a folder being filled before it is renamed into place whole.
 type Stage struct {
 	fs   FS
 	root string
 	dirs []string
+	// files are written but not yet synced; StageDir syncs them all before
+	// the rename.
+	files []string
 }
 
 // Root is the staging folder's path.
@@ -153,7 +187,44 @@ func (s *Stage) WriteFile(rel string, data []byte, perm, dirPerm os.FileMode) er
 	if err := s.mkdirs(filepath.Dir(p), dirPerm); err != nil {
 		return err
 	}
-	return s.fs.writeNew(p, data, perm)
+	if err := s.fs.create(p, data, perm, false); err != nil {
+		return err
+	}
+	s.files = append(s.files, p)
+	return nil
+}
+
+// syncFiles fsyncs every file written into the stage, stageSyncers at a
+// time; the first error is returned once all are done.
+func (s *Stage) syncFiles() error {
+	paths := make(chan string)
+	errs := make(chan error, stageSyncers)
+	var wg sync.WaitGroup
+	for i := 0; i < min(stageSyncers, len(s.files)); i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var first error
+			for p := range paths {
+				if err := s.fs.syncFile(p); err != nil && first == nil {
+					first = err
+				}
+			}
+			errs <- first
+		}()
+	}
+	for _, p := range s.files {
+		paths <- p
+	}
+	close(paths)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *Stage) mkdirs(dir string, perm os.FileMode) error {
@@ -174,9 +245,10 @@ func (s *Stage) mkdirs(dir string, perm os.FileMode) error {
 }
 
 // StageDir builds the folder final: it creates a dotfile staging folder next
-// to it, lets fill write into it, fsyncs every folder of it, renames it to
-// final in one step and fsyncs the parent. final must not exist. On any error
-// the staging folder is removed and final is untouched.
+// to it, lets fill write into it, fsyncs every file (concurrently) and every
+// folder of it, renames it to final in one step and fsyncs the parent.
+// final must not exist. On any error the staging folder is removed and
+// final is untouched.
 func (f FS) StageDir(final string, perm os.FileMode, fill func(*Stage) error) error {
 	parent, base := filepath.Split(filepath.Clean(final))
 	if parent == "" {
@@ -191,6 +263,9 @@ func (f FS) StageDir(final string, perm os.FileMode, fill func(*Stage) error) er
 	}
 	err := func() error {
 		if err := fill(s); err != nil {
+			return err
+		}
+		if err := s.syncFiles(); err != nil {
 			return err
 		}
 		// Deepest folders first, the root last.

@@ -262,6 +262,28 @@ func (l Layout) ServingRevision(f FS) (int, error) {
 	return s.Revision, s.Err
 }
 
+// NewestPublishedRevision returns the highest revision among the published
+// operand manifests, in either publish mode: the revision being rolled out
+// beside the serving one, or the serving one when no rollout is under way.
+// It returns an error wrapping ErrNoManifest when none is published with a
+// usable revision label.
+func (l Layout) NewestPublishedRevision(f FS) (int, error) {
+	slots, err := l.PublishedSlots(f)
+	if err != nil {
+		return 0, err
+	}
+	newest := 0
+	for _, s := range slots {
+		if s.Err == nil && s.Revision > newest {
+			newest = s.Revision
+		}
+	}
+	if newest == 0 {
+		return 0, fmt.Errorf("%s: %w", l.ManifestsDir, ErrNoManifest)
+	}
+	return newest, nil
+}
+
 // CheckSlotFree returns an error wrapping ErrForeignManifest when slot s's
 // file holds another target's manifest, which publishing into the slot
 // would overwrite.

@@ -132,6 +132,9 @@ func TestPublishedSlotsAndServingSlot(t *testing.T) {
 	if err != nil || len(slots) != 0 {
 		t.Fatalf("empty manifests dir: %v %v", slots, err)
 	}
+	if _, err := l.NewestPublishedRevision(f); !errors.Is(err, revisions.ErrNoManifest) {
+		t.Fatalf("newest published revision of an empty node: %v", err)
+	}
 	if s := revisions.FreeSlot(nil, 0); s != revisions.SlotA {
 		t.Fatalf("free slot of an empty node %s, want a", s)
 	}
@@ -146,6 +149,9 @@ func TestPublishedSlotsAndServingSlot(t *testing.T) {
 		if s.Err != nil || !s.Labeled || s.UID == "" || s.Path != l.PublishedSlotManifest(s.Slot) {
 			t.Fatalf("slot %+v", s)
 		}
+	}
+	if n, err := l.NewestPublishedRevision(f); err != nil || n != 4 {
+		t.Fatalf("newest published revision %d, %v; want 4", n, err)
 	}
 	for _, tt := range []struct {
 		name    string

@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -53,18 +52,11 @@ type installOptions struct {
 	revisionedNames    bool
 	retryTimeout       time.Duration
 
-	revision          int
-	binary            string
-	image             string
-	imagePullPolicy   string
-	proxyArgs         []string
-	monitorArgs       []string
-	monitorKubeconfig string
-	endpointsFile     string
-	lockTimeout       time.Duration
-	strict            bool
-	noPublish         bool
-	publish           string
+	revision    int
+	render      installer.RenderOptions
+	lockTimeout time.Duration
+	strict      bool
+	noPublish   bool
 }
 
 func (o *installOptions) addFlags(cmd *cobra.Command) {
@@ -83,17 +75,10 @@ func (o *installOptions) addFlags(cmd *cobra.Command) {
 	fs.BoolVar(&o.revisionedNames, "revisioned-names", false, "read every ConfigMap and Secret named <name> as <name>-<revision>, the copies OpenShift's revision controller makes, and install it as <name> (needs --revision)")
 	fs.DurationVar(&o.retryTimeout, "retry-timeout", installer.DefaultRetryTimeout, "how long to retry a Kubernetes read failing with a connection error, 5xx or 429")
 
-	fs.StringVar(&o.binary, "binary", "", "revgate binary put into the rendered pods' commands (default: this executable)")
-	fs.StringVar(&o.image, "image", installer.DefaultImage, "container image of the rendered pods")
-	fs.StringVar(&o.imagePullPolicy, "image-pull-policy", string(installer.DefaultImagePullPolicy), "image pull policy of the rendered pods: Always, IfNotPresent or Never")
-	fs.StringArrayVar(&o.proxyArgs, "proxy-arg", nil, "extra argument appended to the rendered proxy command (repeatable)")
-	fs.StringArrayVar(&o.monitorArgs, "monitor-arg", nil, "extra argument appended to the rendered monitor command (repeatable)")
-	fs.StringVar(&o.monitorKubeconfig, "monitor-kubeconfig", "", "kubeconfig file on the node for the startup monitor (mirror-pod check, Events); mounted read-only into its pod")
-	fs.StringVar(&o.endpointsFile, "endpoints-file", "", "live endpoints file the proxy follows (--endpoints-file; conventionally <resource-dir>/<target>-live/endpoints.json); its folder is mounted read-only into the proxy pod (empty: the revision's endpoints only)")
+	o.render.AddFlags(fs)
 	fs.DurationVar(&o.lockTimeout, "lock-timeout", revisions.DefaultLockTimeout, "how long to wait for the lock")
 	fs.BoolVar(&o.strict, "strict", false, "refuse the configuration on validation warnings too")
 	fs.BoolVar(&o.noPublish, "no-publish", false, "write the revision but do not publish its manifests")
-	fs.StringVar(&o.publish, "publish", string(revisions.DefaultPublishMode), "how the operand pod is published: slots (a second static pod beside the serving one, which is removed once the new one is good) or replace (over the one manifest <target>-pod.yaml; the kubelet stops the old pod before starting the new one)")
 	addFlagAliases(fs, installFlagAliases)
 }
 
@@ -121,12 +106,8 @@ func (o *installOptions) validate() error {
 		errs = append(errs, err)
 	}
 	o.layout = abs
-	for _, p := range []*string{&o.monitorKubeconfig, &o.endpointsFile} {
-		if *p != "" {
-			if abs, err := filepath.Abs(*p); err == nil {
-				*p = abs
-			}
-		}
+	if err := o.render.Complete(); err != nil {
+		errs = append(errs, err)
 	}
 	kube := o.kubeSource()
 	switch {
@@ -148,37 +129,11 @@ func (o *installOptions) validate() error {
 	if o.revisionedNames && (!kube || o.revision == 0) {
 		errs = append(errs, errors.New("--revisioned-names needs the Kubernetes source and --revision: the names read are <name>-<revision>"))
 	}
-	// Listeners sharing an address would be a crash loop (or, worse, mixed
-	// answers) on the node: refuse to render such a proxy pod.
-	if _, listeners, ok := parseProxyArgs(o.proxyArgs); ok {
-		if err := listeners.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("--proxy-arg: %w", err))
-		}
-	}
-	switch corev1.PullPolicy(o.imagePullPolicy) {
-	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
-	default:
-		errs = append(errs, fmt.Errorf("invalid --image-pull-policy %q: want Always, IfNotPresent or Never", o.imagePullPolicy))
-	}
-	if _, err := revisions.ParsePublishMode(o.publish); err != nil {
-		errs = append(errs, fmt.Errorf("--publish: %w", err))
+	if err := checkProxyListeners(o.render.ProxyArgs); err != nil {
+		errs = append(errs, err)
 	}
 	if o.lockTimeout < 0 || o.retryTimeout <= 0 {
 		errs = append(errs, errors.New("--lock-timeout and --retry-timeout must be positive"))
-	}
-	if o.binary == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("find this executable for --binary: %w", err))
-		}
-		o.binary = exe
-	}
-	if o.binary != "" {
-		abs, err := filepath.Abs(o.binary)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("--binary: %w", err))
-		}
-		o.binary = abs
 	}
 	return errors.Join(errs...)
 }
@@ -236,6 +191,18 @@ func (o *installOptions) source(client kubernetes.Interface, log *slog.Logger) i
 func validationOptions(proxyArgs []string) config.Options {
 	opts, _, _ := parseProxyArgs(proxyArgs)
 	return opts
+}
+
+// checkProxyListeners refuses proxy arguments whose listeners share an
+// address: that would be a crash loop (or, worse, mixed answers) on the
+// node, so no command renders such a proxy pod.
+func checkProxyListeners(proxyArgs []string) error {
+	if _, listeners, ok := parseProxyArgs(proxyArgs); ok {
+		if err := listeners.Validate(); err != nil {
+			return fmt.Errorf("--proxy-arg: %w", err)
+		}
+	}
+	return nil
 }
 
 // parseProxyArgs reads the configuration and listener flags out of the
@@ -296,20 +263,11 @@ func (o *installOptions) run(ctx context.Context, w io.Writer) error {
 		}
 	}
 	in := &installer.Installer{
-		Layout:    o.layout,
-		Source:    o.source(client, log),
-		Validator: gatewayValidator(validationOptions(o.proxyArgs)),
-		Strict:    o.strict,
-		Render: installer.RenderOptions{
-			Binary:            o.binary,
-			Image:             o.image,
-			ImagePullPolicy:   corev1.PullPolicy(o.imagePullPolicy),
-			ProxyArgs:         o.proxyArgs,
-			MonitorArgs:       o.monitorArgs,
-			MonitorKubeconfig: o.monitorKubeconfig,
-			Publish:           revisions.PublishMode(o.publish),
-			EndpointsFile:     o.endpointsFile,
-		},
+		Layout:      o.layout,
+		Source:      o.source(client, log),
+		Validator:   gatewayValidator(validationOptions(o.render.ProxyArgs)),
+		Strict:      o.strict,
+		Render:      o.render,
 		Revision:    o.revision,
 		LockTimeout: o.lockTimeout,
 		NoPublish:   o.noPublish,

@@ -30,7 +30,7 @@ func TestInstallFlags(t *testing.T) {
 		"configmaps": "[]", "secrets": "[]", "optional-configmaps": "[]", "optional-secrets": "[]",
 		"termination-log": "", "binary": "", "image": "revgate:latest", "image-pull-policy": "IfNotPresent",
 		"proxy-arg": "[]", "monitor-arg": "[]", "lock-timeout": "2m0s", "strict": "false", "no-publish": "false",
-		"retry-timeout": "1m0s", "node-name": defaultNodeName(), "endpoints-file": "",
+		"retry-timeout": "1m0s", "node-name": defaultNodeName(), "endpoints-file": "", "publish": "slots",
 	}
 	for name, def := range defaults {
 		f := cmd.Flags().Lookup(name)
@@ -71,16 +71,16 @@ func TestInstallOptionsParse(t *testing.T) {
 					t.Fatalf("layout %+v", o.layout)
 				}
 				exe, _ := os.Executable()
-				if o.binary != exe || !filepath.IsAbs(o.binary) {
-					t.Fatalf("binary %q, want this executable %q", o.binary, exe)
+				if o.render.Binary != exe || !filepath.IsAbs(o.render.Binary) {
+					t.Fatalf("binary %q, want this executable %q", o.render.Binary, exe)
 				}
 			},
 		},
 		{
 			name: "endpoints file made absolute", args: []string{"--source-dir=x", "--endpoints-file=res/revgate-live/endpoints.json"},
 			check: func(t *testing.T, o *installOptions) {
-				if !filepath.IsAbs(o.endpointsFile) || !strings.HasSuffix(o.endpointsFile, "/res/revgate-live/endpoints.json") {
-					t.Fatalf("endpoints file %q not made absolute", o.endpointsFile)
+				if !filepath.IsAbs(o.render.EndpointsFile) || !strings.HasSuffix(o.render.EndpointsFile, "/res/revgate-live/endpoints.json") {
+					t.Fatalf("endpoints file %q not made absolute", o.render.EndpointsFile)
 				}
 			},
 		},
@@ -92,11 +92,11 @@ func TestInstallOptionsParse(t *testing.T) {
 				if !reflect.DeepEqual(o.configMaps, []string{"a", "b", "c"}) || !reflect.DeepEqual(o.optionalSecrets, []string{"s"}) {
 					t.Fatalf("configmaps %v optional secrets %v", o.configMaps, o.optionalSecrets)
 				}
-				if !reflect.DeepEqual(o.proxyArgs, []string{"--upstreams=a,b", "--x"}) || !reflect.DeepEqual(o.monitorArgs, []string{"--timeout=1s"}) {
-					t.Fatalf("proxy args %v monitor args %v", o.proxyArgs, o.monitorArgs)
+				if !reflect.DeepEqual(o.render.ProxyArgs, []string{"--upstreams=a,b", "--x"}) || !reflect.DeepEqual(o.render.MonitorArgs, []string{"--timeout=1s"}) {
+					t.Fatalf("proxy args %v monitor args %v", o.render.ProxyArgs, o.render.MonitorArgs)
 				}
-				if !filepath.IsAbs(o.binary) || !strings.HasSuffix(o.binary, "/bin/revgate") {
-					t.Fatalf("binary %q not made absolute", o.binary)
+				if !filepath.IsAbs(o.render.Binary) || !strings.HasSuffix(o.render.Binary, "/bin/revgate") {
+					t.Fatalf("binary %q not made absolute", o.render.Binary)
 				}
 			},
 		},

@@ -45,6 +45,15 @@ type Server struct {
 	procs      []*exec.Cmd
 	config     *rest.Config
 	kubeconfig string
+
+	// apiMu guards the kube-apiserver process, which StopAPIServer and
+	// StartAPIServer replace; apiArgs start it again on the same port.
+	apiMu   sync.Mutex
+	apiBin  string
+	apiArgs []string
+	api     *exec.Cmd
+	token   string
+	ca      []byte
 }
 
 var (
@@ -76,6 +85,16 @@ func Kubeconfig(t testing.TB) string {
 	t.Helper()
 	return get(t).kubeconfig
 }
+
+// Start starts an etcd and kube-apiserver of its own for a program that is
+// not a test (a benchmark driver); Stop ends them.
+func Start() (*Server, error) { return start() }
+
+// Config returns a client configuration with cluster-admin rights.
+func (s *Server) Config() *rest.Config { return rest.CopyConfig(s.config) }
+
+// KubeconfigFile returns the path of the server's admin kubeconfig file.
+func (s *Server) KubeconfigFile() string { return s.kubeconfig }
 
 func get(t testing.TB) *Server {
 	t.Helper()
@@ -202,25 +221,29 @@ func start() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.spawn("kube-apiserver", filepath.Join(bin, "kube-apiserver"),
-		"--etcd-servers="+etcdURL,
+	s.apiBin = filepath.Join(bin, "kube-apiserver")
+	s.apiArgs = []string{
+		"--etcd-servers=" + etcdURL,
 		fmt.Sprintf("--secure-port=%d", apiPort),
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
-		"--cert-dir="+filepath.Join(dir, "certs"),
-		"--tls-cert-file="+filepath.Join(dir, "serving.crt"),
-		"--tls-private-key-file="+filepath.Join(dir, "serving.key"),
-		"--token-auth-file="+filepath.Join(dir, "tokens.csv"),
+		"--cert-dir=" + filepath.Join(dir, "certs"),
+		"--tls-cert-file=" + filepath.Join(dir, "serving.crt"),
+		"--tls-private-key-file=" + filepath.Join(dir, "serving.key"),
+		"--token-auth-file=" + filepath.Join(dir, "tokens.csv"),
 		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+filepath.Join(dir, "sa.key"),
-		"--service-account-signing-key-file="+filepath.Join(dir, "sa.key"),
+		"--service-account-key-file=" + filepath.Join(dir, "sa.key"),
+		"--service-account-signing-key-file=" + filepath.Join(dir, "sa.key"),
 		"--authorization-mode=RBAC",
 		"--service-cluster-ip-range=10.96.0.0/24",
 		"--disable-admission-plugins=ServiceAccount",
 		"--enable-priority-and-fairness=false",
-	); err != nil {
+	}
+	if err := s.spawn("kube-apiserver", s.apiBin, s.apiArgs...); err != nil {
 		return nil, err
 	}
+	s.api = s.procs[len(s.procs)-1]
+	s.token, s.ca = token, certPEM
 	host := fmt.Sprintf("https://127.0.0.1:%d", apiPort)
 	s.config = &rest.Config{
 		Host:            host,
@@ -245,8 +268,45 @@ func start() (*Server, error) {
 	return s, nil
 }
 
+// StopAPIServer kills the shared kube-apiserver (etcd keeps running), as
+// an outage: clients get connection errors until StartAPIServer. The test
+// must not run in parallel with others of its package that use the server.
+func StopAPIServer(t testing.TB) {
+	t.Helper()
+	s := get(t)
+	s.apiMu.Lock()
+	defer s.apiMu.Unlock()
+	if s.api == nil {
+		return
+	}
+	// A kill, not a graceful shutdown: the server goes away at once, as in a
+	// crash, and its watches break without a goodbye.
+	_ = syscall.Kill(-s.api.Process.Pid, syscall.SIGKILL)
+	_ = s.api.Wait()
+	s.api = nil
+}
+
+// StartAPIServer starts the shared kube-apiserver again on the same address
+// and waits until it is ready; it does nothing when it runs.
+func StartAPIServer(t testing.TB) {
+	t.Helper()
+	s := get(t)
+	s.apiMu.Lock()
+	defer s.apiMu.Unlock()
+	if s.api != nil {
+		return
+	}
+	if err := s.spawn("kube-apiserver", s.apiBin, s.apiArgs...); err != nil {
+		t.Fatalf("restart kube-apiserver: %v", err)
+	}
+	s.api = s.procs[len(s.procs)-1]
+	if err := waitReady(s.config.Host, s.token, s.ca, 90*time.Second); err != nil {
+		t.Fatalf("restart kube-apiserver: %v; logs in %s", err, s.dir)
+	}
+}
+
 func (s *Server) spawn(name, bin string, args ...string) error {
-	logf, err := os.Create(filepath.Join(s.dir, name+".log"))
+	logf, err := os.OpenFile(filepath.Join(s.dir, name+".log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
@@ -288,19 +348,26 @@ func waitReady(host, token string, ca []byte, timeout time.Duration) error {
 	return fmt.Errorf("kube-apiserver not ready after %s: %s", timeout, last)
 }
 
+// stopProcess ends a server's process group: SIGTERM, then SIGKILL after 10s.
+func stopProcess(p *exec.Cmd) {
+	if p.ProcessState != nil {
+		return // already waited for
+	}
+	_ = syscall.Kill(-p.Process.Pid, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = p.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+}
+
 // Stop ends the servers and removes the scratch folder.
 func (s *Server) Stop() {
 	for i := len(s.procs) - 1; i >= 0; i-- {
-		p := s.procs[i]
-		_ = syscall.Kill(-p.Process.Pid, syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = p.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
+		stopProcess(s.procs[i])
 	}
 	if os.Getenv("REVGATE_KUBETEST_KEEP") == "" {
 		_ = os.RemoveAll(s.dir)

@@ -8,8 +8,10 @@
 //
 // A revision folder (one holding configmaps/ or secrets/) contributes every
 // configmaps/<name>/<key> file, whatever its name, and one Secret per
-// secrets/<name>/ folder, named <name> in Options.Namespace. Its top-level
-// files are pod manifests and are not read.
+// secrets/<name>/ folder, named <name> in Options.Namespace; the files of
+// secrets/_objects/ hold objects, like configmaps/ files (the cluster loop
+// writes Secrets of every namespace there, 0600). Its top-level files are
+// pod manifests and are not read.
 //
 // Secrets are not all TLS: a Secret is judged as a TLS key pair only when its
 // type is kubernetes.io/tls or, having no type (a secrets/<name>/ folder), it

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	networkingv1 "k8s.io/api/networking/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/yaml"
 
 	"github.com/revgate/revgate/proxy/model"
 )
@@ -163,6 +165,28 @@ func TestIngressClassRules(t *testing.T) {
 			}
 			if got := hasProblem(snap, model.SeverityWarning, "Ingress", "ing", "spec.ingressClassName", "wins over"); got != tt.wantWarning {
 				t.Fatalf("class warning %v, want %v:\n%s", got, tt.wantWarning, dumpProblems(snap))
+			}
+			// The cluster loop's filter applies the same rules.
+			var ing networkingv1.Ingress
+			var classes []*networkingv1.IngressClass
+			if err := yaml.Unmarshal([]byte(doc), &ing); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range tt.classes {
+				ic := &networkingv1.IngressClass{}
+				if err := yaml.Unmarshal([]byte(c), ic); err != nil {
+					t.Fatal(err)
+				}
+				classes = append(classes, ic)
+			}
+			f := NewClassFilter(tt.opts, classes)
+			if got, why := f.IngressServed(&ing); got != tt.ours || (!got && why != st.Description) {
+				t.Fatalf("ClassFilter.IngressServed = %v %q, translation: %+v", got, why, st)
+			}
+			for _, ic := range classes {
+				if got, ignored := f.ClassServed(ic), statusOf(snap, "IngressClass", ic.Name).Status == model.StatusIgnored; got == ignored {
+					t.Fatalf("ClassFilter.ClassServed(%s) = %v, translation ignored it: %v", ic.Name, got, ignored)
+				}
 			}
 		})
 	}
@@ -395,6 +419,31 @@ func TestRevisionFolderSecrets(t *testing.T) {
 		t.Fatalf("certs %d routes %d problems:\n%s", len(snap.Certificates), len(snap.Routes), dumpProblems(snap))
 	}
 	if s := statusOf(snap, "Secret", "foo-tls"); s.Status != model.StatusValid || !s.InUse {
+		t.Fatalf("secret status %+v", s)
+	}
+}
+
+// Secrets of any namespace come from object files under secrets/_objects/,
+// beside the secrets/<name>/ folders of Options.Namespace.
+func TestRevisionFolderSecretObjects(t *testing.T) {
+	crt, key := genCert(t, "foo.com")
+	teamSecret := strings.Replace(tlsSecretYAML("team-tls", crt, key), "  name: team-tls\n", "  name: team-tls\n  namespace: team\n", 1)
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"configmaps/services/team.web.yaml":   service("team", "web", "http:80:8080"),
+		"configmaps/ingresses/team.ing.yaml":  ingress("team", "ing", "foo.com", "Prefix / web 80") + "  tls:\n  - secretName: team-tls\n",
+		"secrets/_objects/team.team-tls.yaml": teamSecret,
+		"secrets/_objects/.hidden":            "not: [valid",
+	})
+	snap, err := Build(Options{Dirs: []string{dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Problems) != 0 || len(snap.Certificates) != 1 || len(snap.Routes) != 1 {
+		t.Fatalf("certs %d routes %d problems:\n%s", len(snap.Certificates), len(snap.Routes), dumpProblems(snap))
+	}
+	s := statusOf(snap, "Secret", "team-tls")
+	if s.Object.Namespace != "team" || s.Status != model.StatusValid || !s.InUse {
 		t.Fatalf("secret status %+v", s)
 	}
 }

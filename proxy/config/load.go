@@ -138,17 +138,7 @@ func (f fileSystem) loadRevision(st *store, dir, namespace string, problems *[]m
 		return err
 	}
 	for _, name := range names {
-		keys, err := f.readDir(filepath.Join(cms, name))
-		if err != nil {
-			*problems = append(*problems, fileProblem(filepath.Join(cms, name), fmt.Sprintf("read configmap folder: %v", err)))
-			continue
-		}
-		for _, k := range keys {
-			if strings.HasPrefix(k.Name(), ".") || k.IsDir() {
-				continue
-			}
-			f.loadFile(st, filepath.Join(cms, name, k.Name()), namespace, problems)
-		}
+		f.loadObjectFiles(st, filepath.Join(cms, name), "configmap", namespace, problems)
 	}
 	secs := filepath.Join(dir, "secrets")
 	names, err = f.subdirs(secs)
@@ -156,9 +146,38 @@ func (f fileSystem) loadRevision(st *store, dir, namespace string, problems *[]m
 		return err
 	}
 	for _, name := range names {
+		if name == SecretObjectsFolder {
+			f.loadObjectFiles(st, filepath.Join(secs, name), "secret", namespace, problems)
+			continue
+		}
 		f.loadSecretDir(st, filepath.Join(secs, name), name, namespace, problems)
 	}
 	return nil
+}
+
+// SecretObjectsFolder is the folder under a revision's secrets/ whose files
+// hold Kubernetes objects, as configmaps/<name>/ files do, rather than the
+// keys of one TLS Secret. It carries Secrets of any namespace (a
+// secrets/<name>/ folder is always in Options.Namespace) and keeps them 0600
+// like every file under secrets/. Its name is not a valid Secret name, so
+// no Secret's folder is taken for it.
+const SecretObjectsFolder = "_objects"
+
+// loadObjectFiles reads every file of dir (a configmaps/<name>/ or
+// secrets/_objects/ folder) as YAML or JSON objects; what names the folder
+// kind in a problem.
+func (f fileSystem) loadObjectFiles(st *store, dir, what, namespace string, problems *[]model.Problem) {
+	keys, err := f.readDir(dir)
+	if err != nil {
+		*problems = append(*problems, fileProblem(dir, fmt.Sprintf("read %s folder: %v", what, err)))
+		return
+	}
+	for _, k := range keys {
+		if strings.HasPrefix(k.Name(), ".") || k.IsDir() {
+			continue
+		}
+		f.loadFile(st, filepath.Join(dir, k.Name()), namespace, problems)
+	}
 }
 
 // subdirs lists the non-hidden sub-folders of dir, sorted; a missing dir has none.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/revgate/revgate/demo"
 	"github.com/revgate/revgate/internal/e2etest"
+	"github.com/revgate/revgate/internal/kubetest"
 	"github.com/revgate/revgate/internal/tcpmigrate"
 	"github.com/revgate/revgate/revisions"
 )
@@ -92,7 +93,8 @@ func setup(m *testing.M) (int, error) {
 	} else if changed {
 		fmt.Fprintln(os.Stderr, "e2e: set net.ipv4.tcp_migrate_req=1")
 	}
-	return m.Run(), nil
+	// The cluster scenarios share one API server, stopped after the run.
+	return kubetest.Run(m), nil
 }
 
 // Ports handed out by freeAddr come from below the kernel's ephemeral
