@@ -138,7 +138,7 @@ func (c *Controller) install(ctx context.Context, highest int, snap *Snapshot, w
 		Render:      c.opts.Render,
 		LockTimeout: c.opts.LockTimeout,
 		Events:      targetSink{c},
-		Now:         c.clock.Now,
+		Clock:       c.clock,
 		Logger:      c.baseLog,
 		Precondition: func(h int) error {
 			if h != highest {

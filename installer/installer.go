@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/revgate/revgate/revisions"
 )
 
@@ -68,8 +70,9 @@ type Installer struct {
 	// Events, when set, records an Event after a successful install; a
 	// failure to record it is logged, not fatal.
 	Events EventSink
-	// Now is the clock; default time.Now.
-	Now func() time.Time
+	// Clock stamps the install time on the manifests; default
+	// clock.RealClock.
+	Clock clock.PassiveClock
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 	// PodEvents, when set, records the install Event on the mirror pod of
@@ -118,8 +121,8 @@ func (in *Installer) defaults() {
 	if in.LockTimeout == 0 {
 		in.LockTimeout = revisions.DefaultLockTimeout
 	}
-	if in.Now == nil {
-		in.Now = time.Now
+	if in.Clock == nil {
+		in.Clock = clock.RealClock{}
 	}
 	if in.NewUID == nil {
 		in.NewUID = revisions.NewUID
@@ -288,7 +291,7 @@ func (in *Installer) install(cfg *Config) (*Result, error) {
 		return nil, err
 	}
 
-	now := in.Now()
+	now := in.Clock.Now()
 	pod, err := Marshal(OperandPod(l, rev, in.Render, now))
 	if err != nil {
 		return nil, err

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/revgate/revgate/installer"
 	"github.com/revgate/revgate/installer/installertest"
 	"github.com/revgate/revgate/revisions"
@@ -64,7 +66,7 @@ func newInstaller(l revisions.Layout, src installer.Source) *installer.Installer
 		Source:      src,
 		Render:      installer.RenderOptions{Binary: "/usr/bin/revgate"},
 		LockTimeout: 10 * time.Second,
-		Now:         func() time.Time { return installedAt },
+		Clock:       clocktesting.NewFakePassiveClock(installedAt),
 		Logger:      quiet,
 	}
 }

@@ -1,39 +1,14 @@
 package supervise
 
-import "time"
+import (
+	"time"
 
-// Clock is the time source of the supervisor. Backoff, grace periods, probe
-// periods and the relist period all read it, so tests drive them by advancing
-// a fake clock instead of sleeping.
-type Clock interface {
-	Now() time.Time
-	NewTimer(d time.Duration) Timer
-}
-
-// Timer is the part of *time.Timer the supervisor uses.
-type Timer interface {
-	C() <-chan time.Time
-	Stop() bool
-}
-
-// RealClock is the wall clock.
-type RealClock struct{}
-
-var _ Clock = RealClock{}
-
-// Now returns time.Now().
-func (RealClock) Now() time.Time { return time.Now() }
-
-// NewTimer returns a timer backed by time.NewTimer.
-func (RealClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
-
-type realTimer struct{ t *time.Timer }
-
-func (r realTimer) C() <-chan time.Time { return r.t.C }
-func (r realTimer) Stop() bool          { return r.t.Stop() }
+	"github.com/cenkalti/backoff/v4"
+	"k8s.io/utils/clock"
+)
 
 // sleep waits for d on clock c; it reports false when done is closed first.
-func sleep(c Clock, d time.Duration, done <-chan struct{}) bool {
+func sleep(c clock.Clock, d time.Duration, done <-chan struct{}) bool {
 	if d <= 0 {
 		select {
 		case <-done:
@@ -50,4 +25,17 @@ func sleep(c Clock, d time.Duration, done <-chan struct{}) bool {
 	case <-done:
 		return false
 	}
+}
+
+// doublingBackOff returns delays from initial doubling up to max, without
+// jitter and without end, on clock c.
+func doublingBackOff(initial, max time.Duration, c clock.PassiveClock) *backoff.ExponentialBackOff {
+	return backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(initial),
+		backoff.WithMultiplier(2),
+		backoff.WithRandomizationFactor(0),
+		backoff.WithMaxInterval(max),
+		backoff.WithMaxElapsedTime(0),
+		backoff.WithClockProvider(c),
+	)
 }

@@ -130,8 +130,8 @@ func (c *containerRunner) setReady(ready bool, msg string) {
 func (c *containerRunner) run(ctx context.Context) {
 	defer c.markAttempted()
 	defer c.set(func() { c.finished = true; c.ready = false })
-	clock := c.opts.Clock
-	delay := c.opts.BackoffInitial
+	clk := c.opts.Clock
+	restarts := doublingBackOff(c.opts.BackoffInitial, c.opts.BackoffMax, clk)
 	for {
 		code, up, err := c.runOnce(ctx)
 		if ctx.Err() != nil {
@@ -148,15 +148,15 @@ func (c *containerRunner) run(ctx context.Context) {
 			return
 		}
 		if up >= c.opts.BackoffReset {
-			delay = c.opts.BackoffInitial
+			restarts.Reset()
 		}
+		delay := restarts.NextBackOff()
 		c.log.Info("back-off restarting container", "exitCode", code, "delay", delay, "restartPolicy", c.policy)
 		c.set(func() { c.state = StateBackoff })
-		if !sleep(clock, delay, ctx.Done()) {
+		if !sleep(clk, delay, ctx.Done()) {
 			return
 		}
 		c.set(func() { c.restarts++ })
-		delay = min(delay*2, c.opts.BackoffMax)
 	}
 }
 
@@ -169,8 +169,8 @@ func (c *containerRunner) runOnce(ctx context.Context) (int, time.Duration, erro
 		c.set(func() { c.lastExit, c.exited = -1, true })
 		return -1, 0, err
 	}
-	clock := c.opts.Clock
-	p, err := startProcess(spec, c.log, clock.Now())
+	clk := c.opts.Clock
+	p, err := startProcess(spec, c.log, clk.Now())
 	if err != nil {
 		c.set(func() { c.lastExit, c.exited = -1, true })
 		return -1, 0, err
@@ -191,19 +191,21 @@ func (c *containerRunner) runOnce(ctx context.Context) (int, time.Duration, erro
 	case <-ctx.Done():
 		stopped = true
 		c.log.Info("stopping container", "pid", p.pid, "grace", c.grace)
-		p.terminate(clock, c.grace, c.log)
+		p.terminate(clk, c.grace, c.log)
 	}
 	stopProbe()
 	probes.Wait()
 	// Let the last lines of output land before the exit is logged.
 	logs := make(chan struct{})
 	go func() { p.logsWG.Wait(); close(logs) }()
+	wait := clk.NewTimer(logWaitOnExit)
 	select {
 	case <-logs:
-	case <-time.After(logWaitOnExit):
+	case <-wait.C():
 	}
+	wait.Stop()
 	code := p.exit()
-	up := clock.Now().Sub(p.started)
+	up := clk.Since(p.started)
 	c.set(func() {
 		c.ready = false
 		c.pid = 0
@@ -230,7 +232,7 @@ func (c *containerRunner) probeLoop(ctx context.Context, p *process, env []strin
 		}
 		return
 	}
-	pr := &prober{probe: probe, container: &c.spec, env: env, proc: procFS{root: c.procRoot}}
+	pr := c.prober(probe, env)
 	needOK, needFail := pr.thresholds()
 	oks, fails := 0, 0
 	c.probeEvery(ctx, "readiness", pr, p, func(ok bool, msg string) bool {
@@ -252,7 +254,7 @@ func (c *containerRunner) probeLoop(ctx context.Context, p *process, env []strin
 // livenessLoop stops process p once its livenessProbe has failed
 // failureThreshold times in a row; the restart policy then applies.
 func (c *containerRunner) livenessLoop(ctx context.Context, p *process, env []string) {
-	pr := &prober{probe: c.spec.LivenessProbe, container: &c.spec, env: env, proc: procFS{root: c.procRoot}}
+	pr := c.prober(c.spec.LivenessProbe, env)
 	_, needFail := pr.thresholds()
 	fails := 0
 	c.probeEvery(ctx, "liveness", pr, p, func(ok bool, msg string) bool {
@@ -269,23 +271,28 @@ func (c *containerRunner) livenessLoop(ctx context.Context, p *process, env []st
 	})
 }
 
+// prober returns the prober of one of the container's probes.
+func (c *containerRunner) prober(probe *corev1.Probe, env []string) *prober {
+	return &prober{probe: probe, container: &c.spec, env: env, proc: procFS{root: c.procRoot}, clock: c.opts.Clock}
+}
+
 // probeEvery runs pr against p after the probe's initial delay and then
 // every period, handing each counted outcome to f until ctx ends or f
 // returns false. Uncounted outcomes (answers from another process) are
 // logged only.
 func (c *containerRunner) probeEvery(ctx context.Context, kind string, pr *prober, p *process, f func(ok bool, msg string) bool) {
-	clock := c.opts.Clock
-	if !sleep(clock, time.Duration(pr.probe.InitialDelaySeconds)*time.Second, ctx.Done()) {
+	clk := c.opts.Clock
+	if !sleep(clk, time.Duration(pr.probe.InitialDelaySeconds)*time.Second, ctx.Done()) {
 		return
 	}
 	lastMsg := ""
 	for {
-		began := time.Now()
+		began := clk.Now()
 		out, msg := pr.check(ctx, p.pid)
 		if ctx.Err() != nil {
 			return
 		}
-		c.log.Debug(kind+" probe", "pid", p.pid, "outcome", out, "reason", msg, "took", time.Since(began))
+		c.log.Debug(kind+" probe", "pid", p.pid, "outcome", out, "reason", msg, "took", clk.Since(began))
 		if out != probeSuccess && msg != lastMsg {
 			c.log.Info(kind+" probe did not pass", "pid", p.pid, "outcome", out, "reason", msg)
 		}
@@ -293,7 +300,7 @@ func (c *containerRunner) probeEvery(ctx context.Context, kind string, pr *probe
 		if out != probeUncounted && !f(out == probeSuccess, msg) {
 			return
 		}
-		if !sleep(clock, pr.period(), ctx.Done()) {
+		if !sleep(clk, pr.period(), ctx.Done()) {
 			return
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/clock"
 )
 
 // startSupervisorProcess runs a supervisor in a child process on dir.
@@ -185,7 +186,7 @@ func TestProbeHandlers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := &prober{probe: &corev1.Probe{ProbeHandler: tt.handler}, container: container, env: []string{"PATH=" + os.Getenv("PATH")}, proc: procFS{root: "/proc"}}
+			p := &prober{probe: &corev1.Probe{ProbeHandler: tt.handler}, container: container, env: []string{"PATH=" + os.Getenv("PATH")}, proc: procFS{root: "/proc"}, clock: clock.RealClock{}}
 			// The servers run in this process, so they answer for our own group.
 			got, msg := p.check(context.Background(), syscall.Getpgrp())
 			if got != tt.want {

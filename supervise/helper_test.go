@@ -24,6 +24,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/revgate/revgate/internal/clocktest"
 )
 
 // The test binary doubles as the "container": with SUPERVISE_HELPER=1 it runs
@@ -51,6 +53,15 @@ func TestMain(m *testing.M) {
 
 func helperMain() {
 	id := os.Getenv("HELPER_ID")
+	// Signals first: once a start is recorded, SIGTERM does what the test
+	// asked for, even when a fake clock lets the supervisor stop the helper
+	// at once.
+	sigs := make(chan os.Signal, 1)
+	if os.Getenv("HELPER_IGNORE_TERM") == "1" {
+		signal.Ignore(syscall.SIGTERM)
+	} else {
+		signal.Notify(sigs, syscall.SIGTERM)
+	}
 	if f := os.Getenv("HELPER_STARTS"); f != "" {
 		fh, err := os.OpenFile(f, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 		if err == nil {
@@ -60,9 +71,6 @@ func helperMain() {
 	}
 	fmt.Println("helper", id, "started")
 	fmt.Fprintln(os.Stderr, "helper", id, "says hello on stderr")
-	if os.Getenv("HELPER_IGNORE_TERM") == "1" {
-		signal.Ignore(syscall.SIGTERM)
-	}
 	if c := os.Getenv("HELPER_EXIT"); c != "" {
 		n, _ := strconv.Atoi(c)
 		os.Exit(n)
@@ -83,8 +91,10 @@ func helperMain() {
 		}()
 	}
 	var srv *http.Server
+	var ln net.Listener
 	if port := os.Getenv("HELPER_PORT"); port != "" {
-		ln, err := listenReusePort("127.0.0.1:" + port)
+		var err error
+		ln, err = listenReusePort("127.0.0.1:" + port)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "listen:", err)
 			os.Exit(3)
@@ -102,13 +112,16 @@ func helperMain() {
 		srv = &http.Server{Handler: mux}
 		go srv.Serve(ln)
 	}
-	sigs := make(chan os.Signal, 1)
-	if os.Getenv("HELPER_IGNORE_TERM") != "1" {
-		signal.Notify(sigs, syscall.SIGTERM)
-	}
 	<-sigs
 	fmt.Println("helper", id, "got SIGTERM")
 	if srv != nil {
+		// Stop accepting first, then give the connections accepted just
+		// before time to send their request, as the gateway does: Shutdown
+		// alone answers such a connection with EOF (golang/go#75591), the
+		// rare failed request of TestMakeBeforeBreak.
+		srv.SetKeepAlivesEnabled(false)
+		ln.Close()
+		time.Sleep(100 * time.Millisecond)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
@@ -242,6 +255,35 @@ func fastOptions(t *testing.T, dir string) Options {
 	}
 }
 
+// fakeOptions are fastOptions on a fake clock, which the test steps.
+func fakeOptions(t *testing.T, dir string) (Options, *clocktest.Clock) {
+	clk := newFakeClock()
+	o := fastOptions(t, dir)
+	o.Clock = clk
+	return o, clk
+}
+
+// stepUntil steps clk by step every few milliseconds until cond holds: the
+// wait of a test whose processes, real, also need time to pass on the
+// supervisor's clock (probe periods, backoffs, ReadyWithoutProbeAfter).
+func stepUntil(t *testing.T, clk *clocktest.Clock, step time.Duration, what string, cond func() bool) {
+	t.Helper()
+	waitFor(t, what, func() bool {
+		if cond() {
+			return true
+		}
+		clk.Step(step)
+		return false
+	})
+}
+
+// waitPending waits until n timers of d wait on clk: the loops that armed
+// them are done with what came before.
+func waitPending(t *testing.T, clk *clocktest.Clock, d time.Duration, n int) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%d timers of %s", n, d), func() bool { return clk.Pending(d) >= n })
+}
+
 // running is a Supervisor running in the background of a test.
 type running struct {
 	*Supervisor
@@ -297,6 +339,15 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// finished reports whether every container of the pod's current generation
+// is done for good: its run loop returned and nothing restarts it.
+func (r *running) finished(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sl := r.slots[name]
+	return sl != nil && sl.current != nil && sl.current.finished()
+}
+
 // currentPID returns the pid of the main container of the pod's current generation.
 func (r *running) currentPID(name string) int {
 	p, ok := r.pod(name)
@@ -348,81 +399,7 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// fakeClock is a Clock that moves only when a test advances it.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-}
-
-type fakeTimer struct {
-	c       chan time.Time
-	at      time.Time
-	clock   *fakeClock
-	settled bool // fired or stopped
-}
-
-var _ Clock = (*fakeClock)(nil)
-
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
-
-func (f *fakeClock) Now() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.now
-}
-
-func (f *fakeClock) NewTimer(d time.Duration) Timer {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	t := &fakeTimer{c: make(chan time.Time, 1), at: f.now.Add(d), clock: f}
-	if d <= 0 {
-		t.settled = true
-		t.c <- f.now
-		return t
-	}
-	f.timers = append(f.timers, t)
-	return t
-}
-
-func (t *fakeTimer) C() <-chan time.Time { return t.c }
-
-func (t *fakeTimer) Stop() bool {
-	t.clock.mu.Lock()
-	defer t.clock.mu.Unlock()
-	was := !t.settled
-	t.settled = true
-	return was
-}
-
-// Advance moves the clock and fires the timers that fall due.
-func (f *fakeClock) Advance(d time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.now = f.now.Add(d)
-	keep := f.timers[:0]
-	for _, t := range f.timers {
-		if t.settled {
-			continue
-		}
-		if !t.at.After(f.now) {
-			t.settled = true
-			t.c <- f.now
-			continue
-		}
-		keep = append(keep, t)
-	}
-	f.timers = keep
-}
-
-// pending reports whether a timer of exactly d from now is waiting.
-func (f *fakeClock) pending(d time.Duration) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, t := range f.timers {
-		if !t.settled && t.at.Sub(f.now) == d {
-			return true
-		}
-	}
-	return false
+// newFakeClock returns a clock that moves only when a test steps it.
+func newFakeClock() *clocktest.Clock {
+	return clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 }

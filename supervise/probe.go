@@ -18,6 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/clock"
 )
 
 // Probe defaults, as in Kubernetes.
@@ -28,6 +29,9 @@ const (
 	// maxProbeAttempts bounds the connections one probe opens while the
 	// answers come from another process sharing the port.
 	maxProbeAttempts = 16
+	// acceptPoll is how often a TCP probe looks for the server side of its
+	// connection until the timeout.
+	acceptPoll = 20 * time.Millisecond
 )
 
 // errAnsweredByOther marks a probe connection that another process accepted.
@@ -61,6 +65,9 @@ type prober struct {
 	container *corev1.Container
 	env       []string
 	proc      procFS
+	// clock paces the wait for an accepted socket to show up; the probe's
+	// timeout is a deadline on its sockets and process, on the wall clock.
+	clock clock.Clock
 }
 
 // period returns periodSeconds (default 10s).
@@ -199,10 +206,6 @@ func (p *prober) checkTCP(ctx context.Context, pgid int) error {
 	defer conn.Close()
 	// The accepted socket shows up once the server has accepted; give it
 	// a moment within the timeout before giving up on attributing it.
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(p.timeout())
-	}
 	for {
 		a, err := p.owner(conn, pgid)
 		switch {
@@ -210,10 +213,10 @@ func (p *prober) checkTCP(ctx context.Context, pgid int) error {
 			return err
 		case a == answeredByGroup:
 			return nil
-		case a == answeredByOther || time.Now().After(deadline):
+		case a == answeredByOther || ctx.Err() != nil:
 			return fmt.Errorf("%w (%s)", errAnsweredByOther, a)
 		}
-		time.Sleep(20 * time.Millisecond)
+		sleep(p.clock, acceptPoll, ctx.Done())
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // maxLine bounds one forwarded log line; longer lines are split.
@@ -154,7 +156,7 @@ func (p *process) signal(sig syscall.Signal) error {
 
 // terminate sends SIGTERM to the process group and SIGKILL once grace has
 // passed on clock c; it returns once the leader has exited.
-func (p *process) terminate(c Clock, grace time.Duration, log *slog.Logger) {
+func (p *process) terminate(c clock.Clock, grace time.Duration, log *slog.Logger) {
 	select {
 	case <-p.done:
 		return

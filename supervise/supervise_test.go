@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +21,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/clock"
 )
 
 func TestStartsPodsFromManifests(t *testing.T) {
@@ -52,7 +54,8 @@ func TestStartsPodsFromManifests(t *testing.T) {
 
 func TestRelistFindsFilesWhileTheWatcherIsDown(t *testing.T) {
 	dir := t.TempDir()
-	s := New(fastOptions(t, dir))
+	opts, clk := fakeOptions(t, dir)
+	s := New(opts)
 	var attempts atomic.Int32
 	s.newWatcher = func() (*fsnotify.Watcher, error) {
 		attempts.Add(1)
@@ -60,7 +63,13 @@ func TestRelistFindsFilesWhileTheWatcherIsDown(t *testing.T) {
 	}
 	r := startSupervisor(t, s)
 	waitFor(t, "a watch attempt", func() bool { return attempts.Load() > 0 })
+	waitPending(t, clk, opts.RelistPeriod, 1)
 	writeManifest(t, dir, "late.yaml", helperPod(t, "late", map[string]string{"HELPER_ID": "late"}))
+	time.Sleep(50 * time.Millisecond)
+	if r.currentPID("late.yaml") != 0 {
+		t.Fatal("late.yaml started without a watch and before the relist period")
+	}
+	clk.Step(opts.RelistPeriod)
 	waitFor(t, "late.yaml found by the periodic relist", func() bool { return r.currentPID("late.yaml") != 0 })
 }
 
@@ -68,19 +77,24 @@ func TestUnparsableUpdateKeepsThePodRunning(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	writeManifest(t, dir, "a.yaml", helperPod(t, "a", map[string]string{"HELPER_ID": "a"}))
-	r := startSupervisor(t, New(fastOptions(t, dir)))
-	waitFor(t, "a ready", func() bool { return r.currentReady("a.yaml") })
+	opts, clk := fakeOptions(t, dir)
+	r := startSupervisor(t, New(opts))
+	stepUntil(t, clk, opts.ReadyWithoutProbeAfter, "a ready", func() bool { return r.currentReady("a.yaml") })
 	pid := r.currentPID("a.yaml")
 
 	writeFile(t, dir, "a.yaml", []byte("{not yaml"))
 	waitFor(t, "the bad content to be seen", func() bool { p, _ := r.pod("a.yaml"); return p.Invalid != "" })
-	time.Sleep(600 * time.Millisecond) // longer than RemoveDelay and a few relists
+	for range 3 { // past RemoveDelay, relist after relist
+		waitPending(t, clk, opts.RelistPeriod, 1)
+		clk.Step(opts.RemoveDelay)
+	}
+	waitPending(t, clk, opts.RelistPeriod, 1)
 	if p, _ := r.pod("a.yaml"); p.Current == nil || p.Current.Containers[0].PID != pid || p.Next != nil || !alive(pid) {
 		t.Fatalf("after an unparsable update: %+v, want pid %d still current and alive", p, pid)
 	}
 
 	writeManifest(t, dir, "a.yaml", helperPod(t, "a", map[string]string{"HELPER_ID": "a2"}))
-	waitFor(t, "the valid update to replace the pod", func() bool {
+	stepUntil(t, clk, opts.ReadyWithoutProbeAfter, "the valid update to replace the pod", func() bool {
 		p := r.currentPID("a.yaml")
 		return p != 0 && p != pid && !alive(pid)
 	})
@@ -107,16 +121,16 @@ func TestRestartPolicies(t *testing.T) {
 			pod := helperPod(t, "p", map[string]string{"HELPER_ID": "p", "HELPER_EXIT": tt.exitCode, "HELPER_STARTS": startsFile})
 			pod.Spec.RestartPolicy = tt.policy
 			writeManifest(t, dir, "p.yaml", pod)
-			r := startSupervisor(t, New(fastOptions(t, dir)))
+			opts, clk := fakeOptions(t, dir)
+			r := startSupervisor(t, New(opts))
 			if tt.forever {
-				waitFor(t, "three starts", func() bool { return len(starts(t, startsFile)) >= 3 })
+				stepUntil(t, clk, opts.BackoffMax, "three starts", func() bool { return len(starts(t, startsFile)) >= 3 })
 				return
 			}
-			waitFor(t, "the container to be done", func() bool {
+			waitFor(t, "the container to be done for good", func() bool {
 				p, _ := r.pod("p.yaml")
-				return p.Current != nil && p.Current.Containers[0].State == StateExited
+				return p.Current != nil && p.Current.Containers[0].State == StateExited && r.finished("p.yaml")
 			})
-			time.Sleep(300 * time.Millisecond) // several backoff periods
 			if got := len(starts(t, startsFile)); got != tt.wantStarts {
 				t.Errorf("starts = %d, want %d", got, tt.wantStarts)
 			}
@@ -137,9 +151,9 @@ func TestRestartBackoffDoublesCapsAndResets(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeManifest(t, dir, "p.yaml", helperPod(t, "p", map[string]string{"HELPER_ID": "p", "HELPER_CRASH_IF": crash, "HELPER_STARTS": startsFile}))
-	clock := newFakeClock()
+	clk := newFakeClock()
 	opts := fastOptions(t, dir)
-	opts.Clock = clock
+	opts.Clock = clk
 	opts.RelistPeriod = time.Hour
 	opts.BackoffInitial, opts.BackoffMax, opts.BackoffReset = 10*time.Second, 30*time.Second, 10*time.Minute
 	r := startSupervisor(t, New(opts))
@@ -155,33 +169,32 @@ func TestRestartBackoffDoublesCapsAndResets(t *testing.T) {
 		t.Helper()
 		waitFor(t, "backoff of "+delay.String()+" after restart "+strconv.Itoa(restarts), func() bool {
 			c := state()
-			return c.State == StateBackoff && c.Restarts == restarts && clock.pending(delay)
+			return c.State == StateBackoff && c.Restarts == restarts && clk.Pending(delay) > 0
 		})
 	}
 	waitBackoff(0, 10*time.Second)
-	clock.Advance(9 * time.Second)
-	time.Sleep(100 * time.Millisecond)
-	if c := state(); c.Restarts != 0 || len(starts(t, startsFile)) != 1 {
+	clk.Step(9 * time.Second)
+	if c := state(); c.Restarts != 0 || len(starts(t, startsFile)) != 1 || clk.Pending(time.Second) != 1 {
 		t.Fatalf("restarted before the backoff was over: %+v", c)
 	}
-	clock.Advance(time.Second)
+	clk.Step(time.Second)
 	waitBackoff(1, 20*time.Second)
-	clock.Advance(20 * time.Second)
+	clk.Step(20 * time.Second)
 	waitBackoff(2, 30*time.Second) // 40s capped at 30s
-	clock.Advance(30 * time.Second)
+	clk.Step(30 * time.Second)
 	waitBackoff(3, 30*time.Second)
 
 	// Now let it come up and stay up past BackoffReset, then fail again.
 	if err := os.Remove(crash); err != nil {
 		t.Fatal(err)
 	}
-	clock.Advance(30 * time.Second)
+	clk.Step(30 * time.Second)
 	waitFor(t, "the process to run past its crash check", func() bool {
 		c := state()
 		data, _ := os.ReadFile(crash + ".running")
 		return c.State == StateRunning && c.Restarts == 4 && string(data) == strconv.Itoa(c.PID)
 	})
-	clock.Advance(10 * time.Minute)
+	clk.Step(10 * time.Minute)
 	if err := os.WriteFile(crash, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -195,40 +208,46 @@ func TestStopSendsSIGTERMThenSIGKILLAfterGrace(t *testing.T) {
 	tests := []struct {
 		name       string
 		ignoreTerm bool
-		wantCode   int
 	}{
-		{name: "exits on SIGTERM", wantCode: 0},
-		{name: "ignores SIGTERM and is killed", ignoreTerm: true, wantCode: 128 + int(syscall.SIGKILL)},
+		{name: "exits on SIGTERM"},
+		{name: "ignores SIGTERM and is killed at the end of its grace", ignoreTerm: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			env := map[string]string{"HELPER_ID": "g"}
+			dir, tmp := t.TempDir(), t.TempDir()
+			startsFile := filepath.Join(tmp, "starts")
+			env := map[string]string{"HELPER_ID": "g", "HELPER_STARTS": startsFile}
 			if tt.ignoreTerm {
 				env["HELPER_IGNORE_TERM"] = "1"
 			}
 			pod := helperPod(t, "g", env)
-			grace := int64(1)
-			pod.Spec.TerminationGracePeriodSeconds = &grace
+			const grace = 7 * time.Second
+			seconds := int64(grace / time.Second)
+			pod.Spec.TerminationGracePeriodSeconds = &seconds
 			writeManifest(t, dir, "g.yaml", pod)
-			r := startSupervisor(t, New(fastOptions(t, dir)))
-			waitFor(t, "g ready", func() bool { return r.currentReady("g.yaml") })
+			opts, clk := fakeOptions(t, dir)
+			r := startSupervisor(t, New(opts))
+			stepUntil(t, clk, opts.ReadyWithoutProbeAfter, "g ready", func() bool { return r.currentReady("g.yaml") })
 			pid := r.currentPID("g.yaml")
-			proc, err := os.FindProcess(pid)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_ = proc // the supervisor reaps it; we only watch /proc
+			waitFor(t, "the helper to be up", func() bool { return len(starts(t, startsFile)) == 1 })
 
 			if err := os.Remove(filepath.Join(dir, "g.yaml")); err != nil {
 				t.Fatal(err)
 			}
-			removed := time.Now()
-			waitFor(t, "the pod to be gone", func() bool { _, ok := r.pod("g.yaml"); return !ok && !alive(pid) })
-			if tt.ignoreTerm && time.Since(removed) < time.Second {
-				t.Errorf("a process ignoring SIGTERM was gone %s after removal, before its 1s grace period", time.Since(removed))
+			waitPending(t, clk, opts.RemoveDelay, 1)
+			clk.Step(opts.RemoveDelay)
+			gone := func() bool { _, ok := r.pod("g.yaml"); return !ok && !alive(pid) }
+			if !tt.ignoreTerm {
+				waitFor(t, "the pod to be gone on SIGTERM", gone)
+				return
 			}
+			waitPending(t, clk, grace, 1)
+			if !alive(pid) {
+				t.Fatal("a process ignoring SIGTERM was gone before its grace period")
+			}
+			clk.Step(grace)
+			waitFor(t, "the pod to be killed after its grace", gone)
 		})
 	}
 }
@@ -239,20 +258,23 @@ func TestRemoveThenWriteIsAnUpdate(t *testing.T) {
 	port := freePort(t)
 	pod := httpReadiness(helperPod(t, "u", map[string]string{"HELPER_ID": "one", "HELPER_PORT": strconv.Itoa(port)}), port)
 	writeManifest(t, dir, "u.yaml", pod)
-	opts := fastOptions(t, dir)
+	opts, clk := fakeOptions(t, dir)
 	opts.RemoveDelay = 2 * time.Second
 	r := startSupervisor(t, New(opts))
-	waitFor(t, "u ready", func() bool { return r.currentReady("u.yaml") })
+	stepUntil(t, clk, time.Second, "u ready", func() bool { return r.currentReady("u.yaml") })
 	pid := r.currentPID("u.yaml")
+	removing := func() bool { p, _ := r.pod("u.yaml"); return p.Removing }
 
-	// Same content: nothing restarts.
+	// Same content: nothing restarts, even once RemoveDelay has passed.
 	path := filepath.Join(dir, "u.yaml")
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, "the removal to be seen", removing)
 	writeManifest(t, dir, "u.yaml", pod)
-	time.Sleep(2500 * time.Millisecond) // past RemoveDelay
+	waitFor(t, "the file to be seen back", func() bool { return !removing() })
+	clk.Step(opts.RemoveDelay + opts.RelistPeriod)
+	waitPending(t, clk, opts.RelistPeriod, 1) // relisted since
 	if got := r.currentPID("u.yaml"); got != pid || !alive(pid) {
 		t.Fatalf("after remove and rewrite of the same content pid = %d (alive %v), want %d still running", got, alive(pid), pid)
 	}
@@ -261,10 +283,10 @@ func TestRemoveThenWriteIsAnUpdate(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, "the removal to be seen", removing)
 	pod2 := httpReadiness(helperPod(t, "u", map[string]string{"HELPER_ID": "two", "HELPER_PORT": strconv.Itoa(port)}), port)
 	writeManifest(t, dir, "u.yaml", pod2)
-	waitFor(t, "the new pod to be current", func() bool {
+	stepUntil(t, clk, time.Second, "the new pod to be current", func() bool {
 		p := r.currentPID("u.yaml")
 		return p != 0 && p != pid && r.currentReady("u.yaml")
 	})
@@ -281,20 +303,23 @@ func TestAnnotatingAPodWithAUIDKeepsItRunning(t *testing.T) {
 	pod := httpReadiness(helperPod(t, "u", map[string]string{"HELPER_ID": "one", "HELPER_PORT": strconv.Itoa(port)}), port)
 	pod.UID = "6a1e0c52-3b8f-4d4e-9b61-2f0f7a5c9d10"
 	writeManifest(t, dir, "u.yaml", pod)
-	r := startSupervisor(t, New(fastOptions(t, dir)))
-	waitFor(t, "u ready", func() bool { return r.currentReady("u.yaml") })
+	opts, clk := fakeOptions(t, dir)
+	r := startSupervisor(t, New(opts))
+	stepUntil(t, clk, time.Second, "u ready", func() bool { return r.currentReady("u.yaml") })
 	pid := r.currentPID("u.yaml")
 
 	pod.Annotations = map[string]string{"startup-monitor.static-pods.openshift.io/fallback-for-revision": "2"}
 	writeManifest(t, dir, "u.yaml", pod)
-	time.Sleep(time.Second) // several relists
+	waitPending(t, clk, opts.RelistPeriod, 1)
+	clk.Step(opts.RelistPeriod)
+	waitPending(t, clk, opts.RelistPeriod, 1) // a relist read the annotated manifest
 	if st, _ := r.pod("u.yaml"); st.Next != nil || r.currentPID("u.yaml") != pid || !alive(pid) {
 		t.Fatalf("annotating the manifest in place replaced the pod: %+v (pid was %d)", st, pid)
 	}
 
 	pod.UID = "7b2f1d63-3b8f-4d4e-9b61-2f0f7a5c9d10"
 	writeManifest(t, dir, "u.yaml", pod)
-	waitFor(t, "the pod of the new uid to be current", func() bool {
+	stepUntil(t, clk, time.Second, "the pod of the new uid to be current", func() bool {
 		p := r.currentPID("u.yaml")
 		return p != 0 && p != pid && r.currentReady("u.yaml")
 	})
@@ -354,12 +379,14 @@ func TestMakeBeforeBreak(t *testing.T) {
 	gate := filepath.Join(tmp, "gate")
 	old := httpReadiness(helperPod(t, "mbb", map[string]string{"HELPER_ID": "old", "HELPER_PORT": strconv.Itoa(port)}), port)
 	writeManifest(t, dir, "mbb.yaml", old)
-	r := startSupervisor(t, New(fastOptions(t, dir)))
-	waitFor(t, "old ready", func() bool { return r.currentReady("mbb.yaml") })
+	opts, clk := fakeOptions(t, dir)
+	r := startSupervisor(t, New(opts))
+	stepUntil(t, clk, time.Second, "old ready", func() bool { return r.currentReady("mbb.yaml") })
 	oldPID := r.currentPID("mbb.yaml")
 	c := startClient("http://127.0.0.1:" + strconv.Itoa(port) + "/")
 
-	// A new pod that is not ready: the old one keeps running.
+	// A new pod that is not ready: the old one keeps running, probe period
+	// after probe period.
 	pending := httpReadiness(helperPod(t, "mbb", map[string]string{
 		"HELPER_ID": "new", "HELPER_PORT": strconv.Itoa(port), "HELPER_READY_FILE": gate,
 	}), port)
@@ -368,17 +395,22 @@ func TestMakeBeforeBreak(t *testing.T) {
 		p, _ := r.pod("mbb.yaml")
 		return p.Next != nil && p.Next.Containers[0].State == StateRunning
 	})
-	time.Sleep(3 * time.Second) // three probe periods
+	for range 3 {
+		waitPending(t, clk, time.Second, 2) // both pods' probes are done and wait for the next period
+		clk.Step(time.Second)
+	}
+	waitPending(t, clk, time.Second, 2)
 	p, _ := r.pod("mbb.yaml")
 	if p.Current == nil || p.Current.Containers[0].PID != oldPID || !alive(oldPID) || p.Next == nil || p.Next.Ready {
 		t.Fatalf("while the new pod is not ready: %+v; want old pid %d current and alive, new one pending", p, oldPID)
 	}
 
-	// It gets ready: it replaces the old one, and no request fails meanwhile.
+	// It gets ready: it replaces the old one, and no request fails
+	// meanwhile.
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the new pod to replace the old", func() bool {
+	stepUntil(t, clk, time.Second, "the new pod to replace the old", func() bool {
 		p, _ := r.pod("mbb.yaml")
 		return p.Next == nil && p.Current != nil && p.Current.Ready && p.Current.Containers[0].PID != oldPID && !alive(oldPID)
 	})
@@ -418,8 +450,9 @@ func TestNewerManifestReplacesAPendingOne(t *testing.T) {
 	port := freePort(t)
 	never := filepath.Join(tmp, "never")
 	writeManifest(t, dir, "p.yaml", httpReadiness(helperPod(t, "p", map[string]string{"HELPER_ID": "v1", "HELPER_PORT": strconv.Itoa(port)}), port))
-	r := startSupervisor(t, New(fastOptions(t, dir)))
-	waitFor(t, "v1 ready", func() bool { return r.currentReady("p.yaml") })
+	opts, clk := fakeOptions(t, dir)
+	r := startSupervisor(t, New(opts))
+	stepUntil(t, clk, time.Second, "v1 ready", func() bool { return r.currentReady("p.yaml") })
 	v1 := r.currentPID("p.yaml")
 
 	writeManifest(t, dir, "p.yaml", httpReadiness(helperPod(t, "p", map[string]string{"HELPER_ID": "v2", "HELPER_PORT": strconv.Itoa(port), "HELPER_READY_FILE": never}), port))
@@ -432,7 +465,7 @@ func TestNewerManifestReplacesAPendingOne(t *testing.T) {
 		return v2 != 0
 	})
 	writeManifest(t, dir, "p.yaml", httpReadiness(helperPod(t, "p", map[string]string{"HELPER_ID": "v3", "HELPER_PORT": strconv.Itoa(port)}), port))
-	waitFor(t, "v3 to replace v1, and v2 to be gone", func() bool {
+	stepUntil(t, clk, time.Second, "v3 to replace v1, and v2 to be gone", func() bool {
 		p := r.currentPID("p.yaml")
 		return p != 0 && p != v1 && p != v2 && r.currentReady("p.yaml") && !alive(v1) && !alive(v2)
 	})
@@ -463,7 +496,7 @@ func TestProbeCountsOnlyTheProbedProcess(t *testing.T) {
 	waitFor(t, "both listening", func() bool {
 		groups := 0
 		for _, pid := range []int{oldReady, newNotReady} {
-			p := &prober{probe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(port)}}}, container: &corev1.Container{}, proc: procFS{root: "/proc"}}
+			p := &prober{probe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(port)}}}, container: &corev1.Container{}, proc: procFS{root: "/proc"}, clock: clock.RealClock{}}
 			if out, _ := p.check(context.Background(), pid); out == probeSuccess {
 				groups++
 			}
@@ -472,7 +505,7 @@ func TestProbeCountsOnlyTheProbedProcess(t *testing.T) {
 	})
 
 	httpProbe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt(port)}}}
-	pr := &prober{probe: httpProbe, container: &corev1.Container{}, proc: procFS{root: "/proc"}}
+	pr := &prober{probe: httpProbe, container: &corev1.Container{}, proc: procFS{root: "/proc"}, clock: clock.RealClock{}}
 	counts := map[int]map[probeOutcome]int{oldReady: {}, newNotReady: {}}
 	for range 12 {
 		for _, pid := range []int{oldReady, newNotReady} {
@@ -498,7 +531,7 @@ func TestProbeCountsOnlyTheProbedProcess(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() })
 	for _, probe := range []*corev1.Probe{httpProbe, {ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(port)}}}} {
-		p := &prober{probe: probe, container: &corev1.Container{}, proc: procFS{root: "/proc"}}
+		p := &prober{probe: probe, container: &corev1.Container{}, proc: procFS{root: "/proc"}, clock: clock.RealClock{}}
 		if out, msg := p.check(context.Background(), sleeper.Process.Pid); out != probeUncounted {
 			t.Errorf("probe of a process without a listener: %s (%s), want uncounted", out, msg)
 		}
@@ -507,9 +540,10 @@ func TestProbeCountsOnlyTheProbedProcess(t *testing.T) {
 
 func TestShutdownStopsAllPods(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
+	dir, tmp := t.TempDir(), t.TempDir()
+	startsFile := filepath.Join(tmp, "starts")
 	for _, name := range []string{"a", "b", "c"} {
-		env := map[string]string{"HELPER_ID": name}
+		env := map[string]string{"HELPER_ID": name, "HELPER_STARTS": startsFile}
 		if name == "c" {
 			env["HELPER_IGNORE_TERM"] = "1"
 		}
@@ -520,7 +554,7 @@ func TestShutdownStopsAllPods(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var states []string
-	opts := fastOptions(t, dir)
+	opts, clk := fakeOptions(t, dir)
 	var sup *Supervisor
 	startedAtReady := -1
 	opts.Notifier = NotifierFunc(func(state string) error {
@@ -552,7 +586,7 @@ func TestShutdownStopsAllPods(t *testing.T) {
 	sup = New(opts)
 	r := startSupervisor(t, sup)
 	var pids []int
-	waitFor(t, "all ready", func() bool {
+	stepUntil(t, clk, opts.ReadyWithoutProbeAfter, "all ready", func() bool {
 		pids = pids[:0]
 		for _, n := range []string{"a.yaml", "b.yaml", "c.yaml"} {
 			if !r.currentReady(n) {
@@ -572,7 +606,30 @@ func TestShutdownStopsAllPods(t *testing.T) {
 		}
 		return sf.PID == os.Getpid() && ready == 3
 	})
-	r.stop(t)
+	waitFor(t, "the three helpers to be up", func() bool { return len(starts(t, startsFile)) == 3 })
+	// a and b exit on SIGTERM; c ignores it and is killed once its grace
+	// has passed, the one grace timer left.
+	stopped := make(chan struct{})
+	go func() { r.stop(t); close(stopped) }()
+	waitFor(t, "a and b to exit and c's grace to run", func() bool {
+		return !alive(pids[0]) && !alive(pids[1]) && clk.Pending(time.Second) == 1
+	})
+	select {
+	case <-stopped:
+		t.Fatal("Run returned before the grace period of a process ignoring SIGTERM")
+	default:
+	}
+	if !alive(pids[2]) {
+		t.Fatal("c was killed before its grace period")
+	}
+	stepUntil(t, clk, time.Second, "Run to return", func() bool {
+		select {
+		case <-stopped:
+			return true
+		default:
+			return false
+		}
+	})
 	if sf := readStatus(); len(sf.Pods) != 0 {
 		t.Errorf("status file after shutdown lists %d pods, want none", len(sf.Pods))
 	}
@@ -609,22 +666,44 @@ func TestLivenessFailureRestartsTheContainer(t *testing.T) {
 		t.Fatal(err)
 	}
 	pod := helperPod(t, "l", map[string]string{"HELPER_ID": "l", "HELPER_PORT": strconv.Itoa(port), "HELPER_READY_FILE": alivef})
+	const period = 3 * time.Second
 	pod.Spec.Containers[0].LivenessProbe = &corev1.Probe{
 		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt(port)}},
-		PeriodSeconds: 1, FailureThreshold: 2,
+		PeriodSeconds: int32(period / time.Second), FailureThreshold: 2,
 	}
 	writeManifest(t, dir, "l.yaml", pod)
-	r := startSupervisor(t, New(fastOptions(t, dir)))
+	opts, clk := fakeOptions(t, dir)
+	r := startSupervisor(t, New(opts))
 	waitFor(t, "l running", func() bool { return r.currentPID("l.yaml") != 0 })
 	first := r.currentPID("l.yaml")
-	time.Sleep(2500 * time.Millisecond) // passing liveness probes change nothing
+	waitFor(t, "l listening", func() bool {
+		c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	// Passing liveness probes change nothing (a first probe before the
+	// helper listened failed once, below the threshold).
+	for range 3 {
+		waitPending(t, clk, period, 1)
+		clk.Step(period)
+	}
+	waitPending(t, clk, period, 1)
 	if got := r.currentPID("l.yaml"); got != first {
 		t.Fatalf("pid changed from %d to %d while the liveness probe passed", first, got)
 	}
+	// Two failures in a row stop it; the restart policy starts it again.
 	if err := os.Remove(alivef); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a restart after liveness failures", func() bool {
+	clk.Step(period)
+	waitPending(t, clk, period, 1)
+	if got := r.currentPID("l.yaml"); got != first || !alive(first) {
+		t.Fatalf("one liveness failure of two stopped the container (pid %d, was %d)", got, first)
+	}
+	clk.Step(period)
+	stepUntil(t, clk, opts.BackoffInitial, "a restart after liveness failures", func() bool {
 		p, _ := r.pod("l.yaml")
 		c := p.Current.Containers[0]
 		return c.Restarts >= 1 && c.PID != 0 && c.PID != first && !alive(first)
@@ -642,18 +721,24 @@ func TestPodIsReadyWhenEveryContainerIs(t *testing.T) {
 	side.Env = []corev1.EnvVar{{Name: "SUPERVISE_HELPER", Value: "1"}, {Name: "HELPER_ID", Value: "side"}}
 	pod.Spec.Containers = append(pod.Spec.Containers, *side)
 	writeManifest(t, dir, "two.yaml", pod)
-	r := startSupervisor(t, New(fastOptions(t, dir)))
+	opts, clk := fakeOptions(t, dir)
+	// The side container counts as ready after one probe period of the
+	// web container: the two wait in step.
+	opts.ReadyWithoutProbeAfter = time.Second
+	r := startSupervisor(t, New(opts))
 
+	waitPending(t, clk, time.Second, 2)
+	clk.Step(time.Second)
 	waitFor(t, "the side container to be ready", func() bool {
 		p, _ := r.pod("two.yaml")
 		return p.Current != nil && len(p.Current.Containers) == 2 && p.Current.Containers[1].Ready
 	})
-	time.Sleep(1500 * time.Millisecond) // a probe period of the web container
+	waitPending(t, clk, time.Second, 1) // the web container's second probe failed too
 	if p, _ := r.pod("two.yaml"); p.Current.Ready || p.Current.Containers[0].Ready {
 		t.Fatalf("pod ready while its web container's probe fails: %+v", p.Current)
 	}
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the pod to be ready", func() bool { return r.currentReady("two.yaml") })
+	stepUntil(t, clk, time.Second, "the pod to be ready", func() bool { return r.currentReady("two.yaml") })
 }

@@ -56,6 +56,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 )
 
 // Defaults of Options.
@@ -87,15 +88,17 @@ type Options struct {
 	// (default 1s).
 	ReadyWithoutProbeAfter time.Duration
 	// BackoffInitial is the first restart delay (default 10s); it doubles on
-	// each restart up to BackoffMax (default 5m) and is reset once a process
-	// has run for BackoffReset (default 10m).
+	// each restart up to BackoffMax (default 5m) and starts over once a
+	// process has run for BackoffReset (default 10m).
 	BackoffInitial time.Duration
 	// BackoffMax caps the restart delay (default 5m).
 	BackoffMax time.Duration
 	// BackoffReset is the uptime after which the delay starts over (default 10m).
 	BackoffReset time.Duration
-	// Clock is the time source (default RealClock).
-	Clock Clock
+	// Clock is the time of every delay, period, grace and backoff of the
+	// supervisor (default clock.RealClock). Probe timeouts are socket and
+	// exec deadlines and stay on the wall clock.
+	Clock clock.Clock
 	// Logger receives transitions and container output (default slog.Default()).
 	// Container lines carry the attributes pod, container and stream.
 	Logger *slog.Logger
@@ -128,7 +131,7 @@ func (o *Options) setDefaults() {
 	def(&o.BackoffMax, DefaultBackoffMax)
 	def(&o.BackoffReset, DefaultBackoffReset)
 	if o.Clock == nil {
-		o.Clock = RealClock{}
+		o.Clock = clock.RealClock{}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -217,7 +220,7 @@ func (s *Supervisor) notify(state string) {
 // (in parallel) and returns nil. READY=1 is sent once the first listing has
 // started every pod.
 func (s *Supervisor) Run(ctx context.Context) error {
-	clock := s.opts.Clock
+	clk := s.opts.Clock
 	s.log.Info("supervising static pods", "manifestsDir", s.opts.ManifestsDir, "relistPeriod", s.opts.RelistPeriod)
 	triggers := make(chan struct{}, 1)
 	watchCtx, stopWatch := context.WithCancel(ctx)
@@ -232,11 +235,11 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	s.notify("READY=1")
 	s.notifyStatus()
 
-	relist := clock.NewTimer(s.opts.RelistPeriod)
-	var removal Timer
-	var watchdog Timer
+	relist := clk.NewTimer(s.opts.RelistPeriod)
+	var removal clock.Timer
+	var watchdog clock.Timer
 	if s.opts.WatchdogInterval > 0 {
-		watchdog = clock.NewTimer(s.opts.WatchdogInterval)
+		watchdog = clk.NewTimer(s.opts.WatchdogInterval)
 	}
 	armRemoval := func(at time.Time) {
 		if removal != nil {
@@ -244,11 +247,11 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			removal = nil
 		}
 		if !at.IsZero() {
-			removal = clock.NewTimer(max(at.Sub(clock.Now()), time.Millisecond))
+			removal = clk.NewTimer(max(at.Sub(clk.Now()), time.Millisecond))
 		}
 	}
 	armRemoval(removeAt)
-	timerC := func(t Timer) <-chan time.Time {
+	timerC := func(t clock.Timer) <-chan time.Time {
 		if t == nil {
 			return nil
 		}
@@ -269,7 +272,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			armRemoval(s.relist())
 		case <-relist.C():
 			armRemoval(s.relist())
-			relist = clock.NewTimer(s.opts.RelistPeriod)
+			relist = clk.NewTimer(s.opts.RelistPeriod)
 		case <-timerC(removal):
 			removal = nil
 			armRemoval(s.relist())
@@ -280,7 +283,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			s.notifyStatus()
 		case <-timerC(watchdog):
 			s.notify("WATCHDOG=1")
-			watchdog = clock.NewTimer(s.opts.WatchdogInterval)
+			watchdog = clk.NewTimer(s.opts.WatchdogInterval)
 		}
 	}
 }
@@ -314,21 +317,22 @@ func (s *Supervisor) waitFirstStarts(ctx context.Context) {
 // on every event; a failed watcher is restarted with backoff, and the
 // periodic relist covers the time it is down.
 func (s *Supervisor) watch(ctx context.Context, triggers chan<- struct{}) {
-	delay := watchRetryInitial
+	clk := s.opts.Clock
+	retries := doublingBackOff(watchRetryInitial, watchRetryMax, clk)
 	for {
-		began := s.opts.Clock.Now()
+		began := clk.Now()
 		err := s.watchOnce(ctx, triggers)
 		if ctx.Err() != nil {
 			return
 		}
-		if s.opts.Clock.Now().Sub(began) > time.Minute {
-			delay = watchRetryInitial
+		if clk.Since(began) > time.Minute {
+			retries.Reset()
 		}
+		delay := retries.NextBackOff()
 		s.log.Warn("watching the manifests dir failed, relisting periodically until the watch is back", "err", err, "retryIn", delay)
-		if !sleep(s.opts.Clock, delay, ctx.Done()) {
+		if !sleep(clk, delay, ctx.Done()) {
 			return
 		}
-		delay = min(delay*2, watchRetryMax)
 	}
 }
 

@@ -214,7 +214,7 @@ func TestContainerOutputIsLoggedWithPodAndContainer(t *testing.T) {
 
 func TestWatcherIsRestartedAfterAFailure(t *testing.T) {
 	dir := t.TempDir()
-	opts := fastOptions(t, dir)
+	opts, clk := fakeOptions(t, dir)
 	opts.RelistPeriod = time.Hour // only the watcher can notice the new file
 	s := New(opts)
 	var calls atomic.Int32
@@ -225,8 +225,45 @@ func TestWatcherIsRestartedAfterAFailure(t *testing.T) {
 		return fsnotify.NewWatcher()
 	}
 	r := startSupervisor(t, s)
+	waitPending(t, clk, watchRetryInitial, 1)
+	if calls.Load() != 1 {
+		t.Fatalf("%d watchers created before the retry delay passed", calls.Load())
+	}
+	clk.Step(watchRetryInitial)
 	waitFor(t, "the watcher to be created again", func() bool { return calls.Load() >= 2 })
 	time.Sleep(100 * time.Millisecond) // let it add the watch
 	writeManifest(t, dir, "w.yaml", helperPod(t, "w", map[string]string{"HELPER_ID": "w"}))
 	waitFor(t, "w.yaml started through the watcher", func() bool { return r.currentPID("w.yaml") != 0 })
+}
+
+// TestDoublingBackOff pins the restart delays the README states (10s
+// doubling to 5m) and the watch retries (1s doubling to 30s): no jitter, no
+// end, and Reset starts over.
+func TestDoublingBackOff(t *testing.T) {
+	s := time.Second
+	tests := []struct {
+		name         string
+		initial, max time.Duration
+		want         []time.Duration
+	}{
+		{name: "restarts", initial: DefaultBackoffInitial, max: DefaultBackoffMax,
+			want: []time.Duration{10 * s, 20 * s, 40 * s, 80 * s, 160 * s, 300 * s, 300 * s, 300 * s}},
+		{name: "watch retries", initial: watchRetryInitial, max: watchRetryMax,
+			want: []time.Duration{1 * s, 2 * s, 4 * s, 8 * s, 16 * s, 30 * s, 30 * s}},
+		{name: "initial above max", initial: time.Minute, max: 30 * s,
+			want: []time.Duration{time.Minute, 30 * s, 30 * s}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := doublingBackOff(tt.initial, tt.max, newFakeClock())
+			for round := range 2 {
+				for i, want := range tt.want {
+					if got := b.NextBackOff(); got != want {
+						t.Fatalf("round %d, delay %d = %s, want %s", round, i, got, want)
+					}
+				}
+				b.Reset()
+			}
+		})
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/revgate/revgate/proxy/model"
 	"github.com/revgate/revgate/revisions"
 )
@@ -34,11 +36,12 @@ import (
 // exist); every per-object problem is in Snapshot.Problems, Snapshot.Objects
 // and Snapshot.Fallback.
 func Build(opts Options) (*model.Snapshot, error) {
-	start := time.Now()
+	clk := clock.RealClock{}
+	start := clk.Now()
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid options: %w", err)
 	}
-	b := &builder{opts: opts, fs: osFS}
+	b := &builder{opts: opts, fs: osFS, clock: clk}
 	if b.opts.ConfigTime.IsZero() {
 		b.opts.ConfigTime = b.configTime()
 	}
@@ -48,7 +51,7 @@ func Build(opts Options) (*model.Snapshot, error) {
 	}
 	snap := b.build(cur, problems)
 	snap.BuiltAt = start
-	snap.TranslationDuration = time.Since(start)
+	snap.TranslationDuration = b.clock.Since(start)
 	return snap, nil
 }
 
@@ -66,8 +69,9 @@ func Validate(opts Options) ([]model.Problem, error) {
 type builder struct {
 	opts Options
 	fs   fileSystem
-	// now is the clock certificates are checked against; time.Now when nil.
-	now func() time.Time
+	// clock tells the time certificates are checked against and the
+	// configuration time when none is given; clock.RealClock when nil.
+	clock clock.PassiveClock
 }
 
 // configTime resolves Options.ConfigTime when not given: the install time
@@ -81,14 +85,14 @@ func (b *builder) configTime() time.Time {
 			}
 		}
 	}
-	return b.clock()
+	return b.now()
 }
 
-func (b *builder) clock() time.Time {
-	if b.now == nil {
-		return time.Now()
+func (b *builder) now() time.Time {
+	if b.clock == nil {
+		b.clock = clock.RealClock{}
 	}
-	return b.now()
+	return b.clock.Now()
 }
 
 // lastKnownGoodDir resolves the revision folder used for backfill.
@@ -170,7 +174,7 @@ const maxRounds = 16
 
 func (b *builder) build(cur *store, loadProblems []model.Problem) *model.Snapshot {
 	mode := b.opts.Fallback
-	r1 := translate(b.opts, b.clock(), cur, nil, false)
+	r1 := translate(b.opts, b.now(), cur, nil, false)
 	g1 := newGraph(r1.deps)
 	f := &fallbackState{
 		broken:     map[model.ObjectRef]string{},
@@ -202,7 +206,7 @@ func (b *builder) build(cur *store, loadProblems []model.Problem) *model.Snapsho
 				gone[r] = f.goneReason(r)
 			}
 		}
-		rf = translate(b.opts, b.clock(), assemble(cur, f), gone, mode == model.FallbackOff)
+		rf = translate(b.opts, b.now(), assemble(cur, f), gone, mode == model.FallbackOff)
 		problems = appendNew(problems, rf.problems, f.backfilled)
 		if len(rf.broken) == 0 || round == maxRounds {
 			break
@@ -296,7 +300,7 @@ func (b *builder) backfill(cur *store, g1 *graph, f *fallbackState) *model.Probl
 }
 
 func (b *builder) backfillFrom(cur, lkg *store, g1 *graph, f *fallbackState) {
-	rl := translate(b.opts, b.clock(), lkg, nil, false)
+	rl := translate(b.opts, b.now(), lkg, nil, false)
 	gl := newGraph(rl.deps)
 	bad := map[model.ObjectRef]bool{}
 	for r := range rl.broken {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/yaml"
 
 	"github.com/revgate/revgate/proxy/model"
@@ -384,7 +385,7 @@ func TestCertificateExpiryWarning(t *testing.T) {
 		{"not yet valid", time.Now().Add(-48 * time.Hour), "certificate not valid before"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			b := &builder{opts: Options{Dirs: []string{dir}, IngressClass: "revgate", Namespace: "default", Fallback: model.FallbackExclude}, now: func() time.Time { return tt.at }}
+			b := &builder{opts: Options{Dirs: []string{dir}, IngressClass: "revgate", Namespace: "default", Fallback: model.FallbackExclude}, clock: clocktesting.NewFakePassiveClock(tt.at)}
 			snap := b.build(st, nil)
 			if len(snap.Certificates) != 1 {
 				t.Fatalf("certificate not served:\n%s", dumpProblems(snap))

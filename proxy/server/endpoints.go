@@ -40,8 +40,9 @@ type EndpointsOptions struct {
 	RelistPeriod time.Duration
 }
 
-// Watcher restarts after a failure: from watchRetryInitial doubling to
-// watchRetryMax; a watch that lasted watchResetAfter starts over.
+// Watcher restarts after a failure: from watchRetryInitial growing to
+// watchRetryMax (the backoff's default factor 1.5, with its jitter); a watch
+// that lasted watchResetAfter starts over.
 const (
 	watchRetryInitial = 500 * time.Millisecond
 	watchRetryMax     = 30 * time.Second
@@ -192,14 +193,14 @@ func (l *liveEndpoints) sync(why string) {
 		l.log.Error("live endpoints file refused; the endpoints served stay as they are", attrs...)
 		return
 	}
-	start := time.Now()
+	start := l.g.opts.Clock.Now()
 	live := config.LiveEndpoints(l.g.Snapshot().Backends, sl)
 	changed, added, removed := l.apply(live)
 	l.state, l.lastErr, l.appliedAt = liveApplied, "", l.g.opts.Clock.Now()
 	l.updates.Inc()
 	l.lastUpdate.Set(float64(l.appliedAt.UnixNano()) / 1e9)
 	l.log.Info("live endpoints applied", "trigger", why, "slices", len(sl), "liveBackends", len(live),
-		"changedBackends", changed, "addedEndpoints", added, "removedEndpoints", removed, "took", time.Since(start))
+		"changedBackends", changed, "addedEndpoints", added, "removedEndpoints", removed, "took", l.g.opts.Clock.Since(start))
 }
 
 // apply sets every pool's endpoints: from live where it has an entry, else
@@ -267,16 +268,17 @@ func addrList(eps []*upstream.Endpoint) string {
 // on every event naming the file; a failed watch is restarted with backoff
 // while the periodic relist covers the gap.
 func (l *liveEndpoints) watch(ctx context.Context, triggers chan<- struct{}) {
-	b := backoff.NewExponentialBackOff()
+	clk := l.g.opts.Clock
+	b := backoff.NewExponentialBackOff(backoff.WithClockProvider(clk))
 	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = watchRetryInitial, watchRetryMax, 0
 	b.Reset()
 	for {
-		began := time.Now()
+		began := clk.Now()
 		err := l.watchOnce(ctx, triggers)
 		if ctx.Err() != nil {
 			return
 		}
-		if time.Since(began) > watchResetAfter {
+		if clk.Since(began) > watchResetAfter {
 			b.Reset()
 		}
 		if errors.Is(err, errRewatch) {
@@ -284,12 +286,12 @@ func (l *liveEndpoints) watch(ctx context.Context, triggers chan<- struct{}) {
 		}
 		delay := b.NextBackOff()
 		l.log.Warn("watching the live endpoints folder failed; reading it every relist period until the watch is back", "err", err, "retryIn", delay)
-		t := time.NewTimer(delay)
+		t := clk.NewTimer(delay)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }

@@ -203,8 +203,8 @@ func newWatched(t *testing.T, file string, eps ...string) (*Gateway, func(time.D
 	clk := newFakeClock()
 	g := New(snap, Options{Endpoints: EndpointsOptions{File: file, RelistPeriod: time.Minute}, Clock: clk, Logger: slog.New(slog.DiscardHandler)})
 	return g, func(d time.Duration) {
-		waitUntil(t, 5*time.Second, "the relist ticker", func() bool { return clk.Tickers() > 0 })
-		clk.Advance(d)
+		waitUntil(t, 5*time.Second, "the relist ticker", func() bool { return clk.Tickers(time.Minute) > 0 })
+		clk.Step(d)
 	}
 }
 

@@ -17,7 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/revgate/revgate/proxy/clock"
+	"k8s.io/utils/clock"
+
 	"github.com/revgate/revgate/proxy/model"
 	"github.com/revgate/revgate/proxy/route"
 	"github.com/revgate/revgate/proxy/upstream"
@@ -74,8 +75,13 @@ type Options struct {
 	Paths route.PathOptions
 	// Transport tunes the upstream transports.
 	Transport upstream.TransportOptions
-	// Clock drives health checks and timed canaries; the wall clock when nil.
-	Clock clock.Clock
+	// Clock is the time of every schedule of the gateway: health checks,
+	// timed canaries, the join poll, the watchdog, the shutdown delay and
+	// accept grace, the live endpoints' relist and watch restarts, and the
+	// request and reload durations it reports. Socket deadlines and the
+	// drain timeout stay on the wall clock: the kernel and net/http keep
+	// those. clock.RealClock when nil.
+	Clock clock.WithTicker
 	// Logger is the base logger; slog.Default() when nil.
 	Logger *slog.Logger
 	// Notifier receives systemd notifications; none when nil.
@@ -110,7 +116,7 @@ func (o *Options) setDefaults() {
 		o.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
 	if o.Clock == nil {
-		o.Clock = clock.Real{}
+		o.Clock = clock.RealClock{}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -244,7 +250,7 @@ func (g *Gateway) Shutdown() {
 	g.notify("STOPPING=1")
 	g.notify("STATUS=draining")
 	if g.opts.ShutdownDelay > 0 {
-		time.Sleep(g.opts.ShutdownDelay)
+		<-g.opts.Clock.After(g.opts.ShutdownDelay)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), g.opts.DrainTimeout)
 	defer cancel()
@@ -264,7 +270,7 @@ func (g *Gateway) Shutdown() {
 		}
 	}
 	if traffic && g.opts.AcceptGrace > 0 {
-		time.Sleep(min(g.opts.AcceptGrace, g.opts.DrainTimeout))
+		<-g.opts.Clock.After(min(g.opts.AcceptGrace, g.opts.DrainTimeout))
 	}
 	var wg sync.WaitGroup
 	for _, l := range listeners {

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -474,15 +475,19 @@ func TestGracefulDrain(t *testing.T) {
 	release := make(chan struct{})
 	started := make(chan struct{}, 1)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		started <- struct{}{}
-		<-release
+		if r.URL.Path == "/slow" {
+			started <- struct{}{}
+			<-release
+		}
 		io.WriteString(w, "finished")
 	}))
 	defer up.Close()
 	sb := newSnapshot()
 	sb.route("", "/", model.PathPrefix, single("a", sb.backend("ns/a:80", addrOf(up))))
 	n := &recordingNotifier{}
-	g, stop := runGateway(t, sb.s, Options{ShutdownDelay: 200 * time.Millisecond, DrainTimeout: 10 * time.Second, Notifier: n})
+	clk := newFakeClock()
+	const delay = 2 * time.Second
+	g, stop := runGateway(t, sb.s, Options{Clock: clk, ShutdownDelay: delay, DrainTimeout: 10 * time.Second, Notifier: n})
 	adminAddr := url(g, "admin", "/readyz?verbose")
 
 	result := make(chan string, 1)
@@ -499,20 +504,17 @@ func TestGracefulDrain(t *testing.T) {
 	<-started
 	stopped := make(chan struct{})
 	go func() { stop(); close(stopped) }()
-	// During the delay the admin endpoint answers not ready.
-	deadline := time.Now().Add(5 * time.Second)
-	sawShutdown := false
-	for time.Now().Before(deadline) && !sawShutdown {
-		if resp, err := http.Get(adminAddr); err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			sawShutdown = resp.StatusCode == 500 && strings.Contains(string(b), "[-]shutdown failed: shutting down")
-		}
-		time.Sleep(10 * time.Millisecond)
+	// During the delay the admin endpoint answers not ready, and traffic is
+	// still served: the delay lasts until the clock passes it.
+	waitUntil(t, 5*time.Second, "the shutdown delay to begin", func() bool { return clk.Pending(delay) > 0 })
+	code, _, body := get(t, nil, adminAddr, "", nil)
+	if code != 500 || !strings.Contains(body, "[-]shutdown failed: shutting down") {
+		t.Errorf("readyz during the shutdown delay %d:\n%s", code, body)
 	}
-	if !sawShutdown {
-		t.Error("readyz never reported the shutdown")
+	if code, _, body := get(t, nil, url(g, "http", "/"), "x", nil); code != 200 || body != "finished" {
+		t.Errorf("a new request during the shutdown delay: %d %q, want it served", code, body)
 	}
+	clk.Step(delay)
 	select {
 	case <-stopped:
 		t.Fatal("gateway stopped with a request in flight")
@@ -601,14 +603,12 @@ func TestWatchdog(t *testing.T) {
 	clk := newFakeClock()
 	n := &recordingNotifier{}
 	runGateway(t, newSnapshot().s, Options{Clock: clk, Notifier: n, WatchdogInterval: 10 * time.Second})
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(n.all(), "WATCHDOG=1") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no watchdog ping: %q", n.all())
-		}
-		clk.Advance(10 * time.Second)
-		time.Sleep(5 * time.Millisecond)
+	waitUntil(t, 10*time.Second, "the watchdog ticker", func() bool { return clk.Tickers(10*time.Second) == 1 })
+	if strings.Contains(n.all(), "WATCHDOG=1") {
+		t.Fatalf("watchdog ping before the interval passed: %q", n.all())
 	}
+	clk.Step(10 * time.Second)
+	waitUntil(t, 10*time.Second, "a watchdog ping", func() bool { return strings.Contains(n.all(), "WATCHDOG=1") })
 }
 
 // TestJoinSharedPortOnceReady: while another process holds the traffic
@@ -622,19 +622,40 @@ func TestJoinSharedPortOnceReady(t *testing.T) {
 	defer other.Close()
 	shared := other.Addr().String()
 
-	// The backend's only endpoint is down at first.
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	upAddr := l.Addr().String()
-	l.Close()
+	// The backend's only endpoint fails its health checks at first.
+	var healthy atomic.Bool
+	var hits atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("User-Agent") == "revgate-healthcheck" {
+			defer hits.Add(1)
+		}
+		if !healthy.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "served")
+	}))
+	defer up.Close()
 	sb := newSnapshot()
-	be := sb.backend("ns/a:80", upAddr)
-	be.HealthCheck = &model.HealthCheck{Path: "/", Interval: 20 * time.Millisecond, Timeout: 200 * time.Millisecond}
+	be := sb.backend("ns/a:80", addrOf(up))
+	const interval = time.Second
+	be.HealthCheck = &model.HealthCheck{Path: "/", Interval: interval, Timeout: 5 * time.Second}
 	sb.route("", "/", model.PathPrefix, single("a", be))
 	n := &recordingNotifier{}
-	g, _ := runGateway(t, sb.s, Options{HTTPAddr: shared, Notifier: n})
+	clk := newFakeClock()
+	g, _ := runGateway(t, sb.s, Options{Clock: clk, HTTPAddr: shared, Notifier: n})
 
-	time.Sleep(300 * time.Millisecond)
-	if g.Addr("http") != nil {
+	// Health checks and join polls come and go while the upstream is down.
+	for i := range 3 {
+		waitUntil(t, 10*time.Second, "the health check ticker", func() bool { return clk.Tickers(interval) == 1 })
+		if g.Addr("http") != nil {
+			t.Fatal("joined the shared port while not ready")
+		}
+		before := hits.Load()
+		clk.Step(interval)
+		waitUntil(t, 10*time.Second, fmt.Sprintf("health check %d", i+2), func() bool { return hits.Load() > before })
+	}
+	if g.Addr("http") != nil || clk.Tickers(joinPollInterval) != 1 {
 		t.Fatal("joined the shared port while not ready")
 	}
 	if strings.Contains(n.all(), "READY=1") {
@@ -649,19 +670,17 @@ func TestJoinSharedPortOnceReady(t *testing.T) {
 		t.Fatalf("only the dependency check may fail while waiting:\n%s", body)
 	}
 
-	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "served") })}
-	ul, err := net.Listen("tcp", upAddr)
-	if err != nil {
-		t.Skipf("upstream address taken meanwhile: %v", err)
-	}
-	go up.Serve(ul)
-	defer up.Close()
-
+	// The next health check passes; the join poll after it joins.
+	healthy.Store(true)
+	before := hits.Load()
+	clk.Step(interval)
+	waitUntil(t, 10*time.Second, "the passing health check", func() bool { return hits.Load() > before })
 	deadline := time.Now().Add(10 * time.Second)
 	for g.Addr("http") == nil {
 		if time.Now().After(deadline) {
 			t.Fatal("did not join the shared port after becoming ready")
 		}
+		clk.Step(joinPollInterval)
 		time.Sleep(10 * time.Millisecond)
 	}
 	// The other process leaves; the gateway now takes every connection.
@@ -669,12 +688,7 @@ func TestJoinSharedPortOnceReady(t *testing.T) {
 	if code, _, body := get(t, nil, "http://"+shared+"/", "x", nil); code != 200 || body != "served" {
 		t.Fatalf("after joining: %d %q", code, body)
 	}
-	for !strings.Contains(n.all(), "READY=1") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no READY=1 after joining: %q", n.all())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, 10*time.Second, "READY=1 after joining", func() bool { return strings.Contains(n.all(), "READY=1") })
 	if code, _, body := get(t, nil, url(g, "admin", "/readyz?verbose"), "", nil); code != 200 {
 		t.Fatalf("readyz after joining %d:\n%s", code, body)
 	}
@@ -686,7 +700,8 @@ func TestJoinSharedPortOnceReady(t *testing.T) {
 func TestDrainAnswersAcceptedConnection(t *testing.T) {
 	sb := newSnapshot()
 	sb.route("", "/", model.PathPrefix, single("a", sb.backend("ns/a:80", addrOf(newEcho(t, "a")))))
-	g, stop := runGateway(t, sb.s, Options{AcceptGrace: DefaultAcceptGrace})
+	clk := newFakeClock()
+	g, stop := runGateway(t, sb.s, Options{Clock: clk, AcceptGrace: DefaultAcceptGrace})
 	addr := g.Addr("http").String()
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -696,17 +711,11 @@ func TestDrainAnswersAcceptedConnection(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // accepted by the server by now
 	stopped := make(chan struct{})
 	go func() { stop(); close(stopped) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err != nil {
-			break // the listener is closed: shutdown has begun
-		}
+	// The listener is closed and the grace runs until the clock passes it.
+	waitUntil(t, 5*time.Second, "the accept grace to begin", func() bool { return clk.Pending(DefaultAcceptGrace) > 0 })
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 		c.Close()
-		if time.Now().After(deadline) {
-			t.Fatal("listener still open")
-		}
-		time.Sleep(5 * time.Millisecond)
+		t.Fatal("listener still open during the accept grace")
 	}
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
 	io.WriteString(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -718,5 +727,6 @@ func TestDrainAnswersAcceptedConnection(t *testing.T) {
 	if resp.StatusCode != 200 || !resp.Close {
 		t.Fatalf("answer %d, close %v; want 200 with Connection: close", resp.StatusCode, resp.Close)
 	}
+	clk.Step(DefaultAcceptGrace)
 	<-stopped
 }

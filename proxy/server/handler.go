@@ -56,7 +56,7 @@ var hopHeaders = []string{
 // the upstream receives, so no upstream can resolve the forwarded path into
 // another route's.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
+	start := h.g.opts.Clock.Now()
 	if gc := gateOf(r); gc != nil {
 		if ref := gc.refusalFor(r); ref != nil {
 			// The stand-in for a request head the framing gate refused.
@@ -127,8 +127,6 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, path string, ri 
 		h.error(w, http.StatusServiceUnavailable, "no healthy upstream")
 		return http.StatusServiceUnavailable
 	}
-	done := ep.Begin()
-	defer done()
 	return h.proxy(w, r, path, pool, ep)
 }
 
@@ -183,6 +181,8 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, path string, poo
 	out.Close = false
 	if r.ContentLength == 0 {
 		out.Body = nil
+	} else {
+		out.Body = &unsentBody{ReadCloser: r.Body}
 	}
 	// The inbound header map is owned by this handler and is not read after
 	// it, so it is edited in place rather than copied.
@@ -212,10 +212,11 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, path string, poo
 	}
 	out.Header = hdr
 
-	resp, err := pool.RoundTrip(out)
+	resp, ep, done, err := h.roundTrip(out, pool, ep)
 	if err != nil {
 		return h.upstreamError(w, r, pool, err)
 	}
+	defer done()
 	defer resp.Body.Close()
 
 	if resp.StatusCode == http.StatusSwitchingProtocols {
@@ -250,6 +251,70 @@ var (
 	protoHTTP  = []string{"http"}
 	protoHTTPS = []string{"https"}
 )
+
+// maxConnectAttempts bounds the endpoints a request is offered to when
+// connections cannot be made.
+const maxConnectAttempts = 3
+
+// roundTrip sends out to ep. When no connection to ep can be made, nothing
+// was sent, so the request goes to another healthy endpoint of the pool
+// (up to maxConnectAttempts endpoints in all), as nginx's
+// proxy_next_upstream does by default: an endpoint that went away between
+// the last endpoints update and this request (a pod stopped just after it
+// left its EndpointSlice) costs a retry, not a 502. It returns the answer,
+// the endpoint that gave it and the function that ends that endpoint's
+// count of requests in flight.
+func (h *Handler) roundTrip(out *http.Request, pool *upstream.Pool, ep *upstream.Endpoint) (*http.Response, *upstream.Endpoint, func(), error) {
+	var tried [maxConnectAttempts]*upstream.Endpoint
+	for attempt := 0; ; attempt++ {
+		out.URL.Host = ep.Addr
+		done := ep.Begin()
+		resp, err := pool.RoundTrip(out)
+		if err == nil {
+			return resp, ep, done, nil
+		}
+		done()
+		tried[attempt] = ep
+		if attempt+1 == maxConnectAttempts || !connectFailed(err) || out.Context().Err() != nil || !unsent(out) {
+			return nil, ep, nil, err
+		}
+		next := pool.PickOther(tried[:attempt+1])
+		if next == nil {
+			return nil, ep, nil, err
+		}
+		h.g.metrics.upstreamErrors.WithLabelValues(pool.Backend.Key, errKindConnect).Inc()
+		h.g.log.Debug("upstream connection failed, trying another endpoint", "backend", pool.Backend.Key, "endpoint", ep.Addr, "next", next.Addr, "err", err)
+		ep = next
+	}
+}
+
+// connectFailed reports whether err is a failure to connect (nothing sent).
+func connectFailed(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial"
+}
+
+// unsent reports whether the request's body (if any) is still unread, so
+// that the request can be sent elsewhere.
+func unsent(out *http.Request) bool {
+	b, ok := out.Body.(*unsentBody)
+	return out.Body == nil || ok && !b.read
+}
+
+// unsentBody is a request body that says whether it was read, and that the
+// upstream transport cannot close (it closes a body on a failed round trip;
+// net/http closes the real one after the handler).
+type unsentBody struct {
+	io.ReadCloser
+	read bool
+}
+
+func (b *unsentBody) Read(p []byte) (int, error) {
+	b.read = true
+	return b.ReadCloser.Read(p)
+}
+
+func (b *unsentBody) Close() error { return nil }
 
 // copyBody copies the upstream body with a pooled buffer, flushing each
 // chunk of bodies of unknown length (streams, server-sent events).
@@ -425,7 +490,7 @@ func (g *Gateway) observe(ri *routeInfo, code int, start time.Time) {
 		ri.observer.Store(&obs)
 		o = &obs
 	}
-	(*o).Observe(time.Since(start).Seconds())
+	(*o).Observe(g.opts.Clock.Since(start).Seconds())
 	if code == http.StatusOK {
 		c := ri.ok200.Load()
 		if c == nil {

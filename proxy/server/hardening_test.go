@@ -468,3 +468,45 @@ func TestForwardedHeadersCannotBeSpoofed(t *testing.T) {
 		t.Errorf("upstream received Upgrade: %q", v)
 	}
 }
+
+// TestConnectFailureTriesAnotherEndpoint: an endpoint that refuses
+// connections (a pod stopped just after it left its EndpointSlice) costs a
+// retry on another endpoint, not a 502, for bodiless and body-carrying
+// requests alike; with every endpoint refusing, the answer is 502.
+func TestConnectFailureTriesAnotherEndpoint(t *testing.T) {
+	live := newCounted(t, "live")
+	dead := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		return addr
+	}
+	sb := newSnapshot()
+	sb.route("", "/mixed", model.PathPrefix, single("mixed", sb.backend("ns/mixed:80", dead(), addrOf(live.Server), dead())))
+	sb.route("", "/dead", model.PathPrefix, single("dead", sb.backend("ns/dead:80", dead(), dead(), dead(), dead())))
+	g, _ := runGateway(t, sb.s, Options{})
+	for i := 0; i < 12; i++ {
+		for _, method := range []string{"GET", "POST"} {
+			var body io.Reader
+			if method == "POST" {
+				body = strings.NewReader("payload")
+			}
+			req, _ := http.NewRequest(method, url(g, "http", "/mixed"), body)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || decodeEcho(t, string(b)).Name != "live" {
+				t.Fatalf("%s %d: %d %q", method, i, resp.StatusCode, b)
+			}
+		}
+	}
+	if code, _, _ := get(t, nil, url(g, "http", "/dead"), "any", nil); code != http.StatusBadGateway {
+		t.Fatalf("every endpoint refusing: %d, want 502", code)
+	}
+}

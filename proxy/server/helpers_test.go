@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/revgate/revgate/internal/clocktest"
 	"github.com/revgate/revgate/internal/testcert"
-	"github.com/revgate/revgate/proxy/clock"
 	"github.com/revgate/revgate/proxy/model"
 )
 
@@ -84,6 +84,9 @@ func runGateway(t testing.TB, snap *model.Snapshot, o Options) (*Gateway, contex
 	}
 	if o.AcceptGrace == 0 {
 		o.AcceptGrace = 20 * time.Millisecond
+		if _, fake := o.Clock.(*clocktest.Clock); fake {
+			o.AcceptGrace = -1 // a test on a fake clock steps through the grace itself
+		}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -158,4 +161,4 @@ func decodeEcho(t testing.TB, body string) echo {
 // selfSigned makes a certificate for hosts.
 func selfSigned(t testing.TB, hosts ...string) *tls.Certificate { return testcert.TLS(t, hosts...) }
 
-func newFakeClock() *clock.Fake { return clock.NewFake(time.Unix(1_000_000, 0)) }
+func newFakeClock() *clocktest.Clock { return clocktest.New(time.Unix(1_000_000, 0)) }

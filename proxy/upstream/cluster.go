@@ -8,7 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/revgate/revgate/proxy/clock"
+	"k8s.io/utils/clock"
+
 	"github.com/revgate/revgate/proxy/model"
 )
 
@@ -25,7 +26,7 @@ type Cluster struct {
 }
 
 // NewCluster compiles a cluster; pool returns the shared pool of a backend.
-func NewCluster(c *model.Cluster, pool func(*model.Backend) *Pool, clk clock.Clock) *Cluster {
+func NewCluster(c *model.Cluster, pool func(*model.Backend) *Pool, clk clock.PassiveClock) *Cluster {
 	out := &Cluster{Model: c}
 	for _, wb := range c.Backends {
 		if wb.Weight == 0 || wb.Backend == nil {
@@ -64,7 +65,7 @@ func (c *Cluster) Pools() []*Pool { return c.pools }
 type Canary struct {
 	m       *model.Canary
 	pool    *Pool
-	clk     clock.Clock
+	clk     clock.PassiveClock
 	steps   uint64
 	counter atomic.Uint64
 }
@@ -77,7 +78,7 @@ const (
 )
 
 // NewCanary compiles a canary whose "Service B" is pool.
-func NewCanary(m *model.Canary, pool *Pool, clk clock.Clock) *Canary {
+func NewCanary(m *model.Canary, pool *Pool, clk clock.PassiveClock) *Canary {
 	steps := m.Steps
 	if steps <= 0 {
 		steps = DefaultCanarySteps

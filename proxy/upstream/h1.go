@@ -79,6 +79,8 @@ func (c *h1Client) get(addr string) *h1Conn {
 		pc := list[len(list)-1]
 		list[len(list)-1] = nil
 		c.idle[addr] = list[:len(list)-1]
+		// The age of a connection is on the wall clock, like the socket
+		// deadlines: it races the upstream's own keep-alive timer.
 		if time.Since(pc.idleSince) < c.idleTimeout {
 			return pc
 		}

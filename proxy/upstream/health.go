@@ -9,7 +9,8 @@ import (
 	"runtime/debug"
 	"sync"
 
-	"github.com/revgate/revgate/proxy/clock"
+	"k8s.io/utils/clock"
+
 	"github.com/revgate/revgate/proxy/model"
 )
 
@@ -61,7 +62,7 @@ func (t *tracker) observe(healthy bool, r probeResult) bool {
 // checker is the health checking of one pool while RunHealthChecks runs.
 type checker struct {
 	ctx    context.Context
-	clk    clock.Clock
+	clk    clock.WithTicker
 	log    *slog.Logger
 	client *http.Client
 	hc     model.HealthCheck
@@ -73,7 +74,7 @@ type checker struct {
 // Each endpoint is checked right away and then on every tick of clk;
 // endpoints added by SetEndpoints are checked from when they are added,
 // removed ones no more once they leave.
-func (p *Pool) RunHealthChecks(ctx context.Context, clk clock.Clock, log *slog.Logger) {
+func (p *Pool) RunHealthChecks(ctx context.Context, clk clock.WithTicker, log *slog.Logger) {
 	if p.Backend.HealthCheck == nil {
 		return
 	}

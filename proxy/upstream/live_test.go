@@ -15,7 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/revgate/revgate/proxy/clock"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/revgate/revgate/internal/clocktest"
 	"github.com/revgate/revgate/proxy/model"
 )
 
@@ -275,7 +277,7 @@ func TestHealthCheckedReplacement(t *testing.T) {
 			b.HealthCheck = &model.HealthCheck{Path: "/healthz", Interval: time.Hour, Timeout: 10 * time.Second, UnhealthyThreshold: 1, HealthyThreshold: 1}
 			p := NewPool(b, TransportOptions{})
 			defer p.Close()
-			clk := clock.NewFake(time.Unix(0, 0))
+			clk := clocktest.New(time.Unix(0, 0))
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() { p.RunHealthChecks(ctx, clk, slog.New(slog.DiscardHandler)); close(done) }()
@@ -317,7 +319,7 @@ func TestHealthCheckedReplacement(t *testing.T) {
 			if tt.keep {
 				wantTickers = 2
 			}
-			waitFor(t, "removed endpoints' checks stopped", func() bool { return clk.Tickers() == wantTickers })
+			waitFor(t, "removed endpoints' checks stopped", func() bool { return clk.Tickers(0) == wantTickers })
 		})
 	}
 }
@@ -333,7 +335,7 @@ func TestLingeringEndpointComesBack(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
-		p.RunHealthChecks(ctx, clock.NewFake(time.Unix(0, 0)), slog.New(slog.DiscardHandler))
+		p.RunHealthChecks(ctx, clocktesting.NewFakeClock(time.Unix(0, 0)), slog.New(slog.DiscardHandler))
 		close(done)
 	}()
 	defer func() { cancel(); <-done }()

@@ -163,6 +163,23 @@ func (p *Pool) Pick() *Endpoint {
 	return p.selector.Select(eps)
 }
 
+// PickOther picks, by the backend's strategy, a healthy endpoint that is
+// not among tried; nil when every healthy endpoint was tried.
+func (p *Pool) PickOther(tried []*Endpoint) *Endpoint {
+	eps := *p.healthy.Load()
+	for range eps {
+		if e := p.selector.Select(eps); !slices.Contains(tried, e) {
+			return e
+		}
+	}
+	for _, e := range eps {
+		if !slices.Contains(tried, e) {
+			return e
+		}
+	}
+	return nil
+}
+
 // OnHealthChange registers a function called when the verdict of an
 // endpoint of the current set changes (for metrics and logs). Call before
 // health checks start.

@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/revgate/revgate/proxy/clock"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/revgate/revgate/internal/clocktest"
 	"github.com/revgate/revgate/proxy/model"
 )
 
@@ -81,7 +84,7 @@ func TestClusterWeights(t *testing.T) {
 	}
 	c := NewCluster(&model.Cluster{Name: "c", Backends: []model.WeightedBackend{
 		{Backend: a, Weight: 80}, {Backend: z, Weight: 0}, {Backend: b, Weight: 20},
-	}}, poolOf, clock.Real{})
+	}}, poolOf, clock.RealClock{})
 	r := httptest.NewRequest("GET", "/", nil)
 	counts := map[string]int{}
 	const n = 10000
@@ -93,7 +96,7 @@ func TestClusterWeights(t *testing.T) {
 	if counts["z"] != 0 {
 		t.Errorf("zero-weight backend picked %d times", counts["z"])
 	}
-	empty := NewCluster(&model.Cluster{Name: "e"}, poolOf, clock.Real{})
+	empty := NewCluster(&model.Cluster{Name: "e"}, poolOf, clock.RealClock{})
 	if empty.Pick(r) != nil {
 		t.Error("empty cluster picked a pool")
 	}
@@ -142,7 +145,7 @@ func TestHealthChecks(t *testing.T) {
 	}
 	var changes atomic.Int32
 	p.OnHealthChange(func(*Pool, *Endpoint, bool) { changes.Add(1) })
-	clk := clock.NewFake(time.Unix(0, 0))
+	clk := clocktest.New(time.Unix(0, 0))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { p.RunHealthChecks(ctx, clk, slog.New(slog.DiscardHandler)); close(done) }()
@@ -150,13 +153,13 @@ func TestHealthChecks(t *testing.T) {
 
 	e1, e2 := p.Endpoints()[0], p.Endpoints()[1]
 	waitFor(t, "one success at start-up", func() bool { return e1.Healthy() && e2.Healthy() })
-	waitFor(t, "tickers and first verdicts", func() bool { return clk.Tickers() == 2 && p.checks.Load() == 2 })
+	waitFor(t, "tickers and first verdicts", func() bool { return clk.Tickers(0) == 2 && p.checks.Load() == 2 })
 
 	// tick advances the clock one interval and waits until both endpoints
 	// have been checked again (the upstreams count their requests).
 	tick := func() {
 		h0, h1, c0 := up1.hits.Load(), up2.hits.Load(), p.checks.Load()
-		clk.Advance(time.Second)
+		clk.Step(time.Second)
 		waitFor(t, "checks", func() bool {
 			return up1.hits.Load() > h0 && up2.hits.Load() > h1 && p.checks.Load() >= c0+2
 		})
@@ -217,7 +220,7 @@ func TestHealthCheckDownUpstream(t *testing.T) {
 	p := NewPool(b, TransportOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { p.RunHealthChecks(ctx, clock.Real{}, slog.New(slog.DiscardHandler)); close(done) }()
+	go func() { p.RunHealthChecks(ctx, clock.RealClock{}, slog.New(slog.DiscardHandler)); close(done) }()
 	defer func() { cancel(); <-done }()
 	waitFor(t, "a few failed checks", func() bool { return p.checks.Load() >= 3 })
 	if p.HasHealthy() {
@@ -243,7 +246,7 @@ func TestHealthCheckDownUpstream(t *testing.T) {
 
 func pct(v float64) *float64 { return &v }
 
-func canaryCluster(m *model.Canary, clk clock.Clock) (*Cluster, *Pool, *Pool) {
+func canaryCluster(m *model.Canary, clk clock.PassiveClock) (*Cluster, *Pool, *Pool) {
 	a, b := backend("a", "1"), backend("b", "2")
 	pa, pb := NewPool(a, TransportOptions{}), NewPool(b, TransportOptions{})
 	m.Backend = b
@@ -261,7 +264,7 @@ func TestCanaryPercentage(t *testing.T) {
 	for _, hash := range []model.CanaryHash{model.CanaryHashNone, model.CanaryHashConsumer, model.CanaryHashHeader} {
 		for _, p := range []float64{0, 10, 50, 100} {
 			t.Run(fmt.Sprintf("%s/%v%%", hash, p), func(t *testing.T) {
-				c, _, pb := canaryCluster(&model.Canary{Percentage: pct(p), Steps: 100, Hash: hash, HashHeader: "X-User"}, clock.Real{})
+				c, _, pb := canaryCluster(&model.Canary{Percentage: pct(p), Steps: 100, Hash: hash, HashHeader: "X-User"}, clock.RealClock{})
 				const n = 10000
 				canary := 0
 				for i := 0; i < n; i++ {
@@ -280,7 +283,7 @@ func TestCanaryPercentage(t *testing.T) {
 
 func TestCanaryStickiness(t *testing.T) {
 	m := &model.Canary{Percentage: pct(0), Steps: 1000, Hash: model.CanaryHashConsumer}
-	c, _, pb := canaryCluster(m, clock.Real{})
+	c, _, pb := canaryCluster(m, clock.RealClock{})
 	const users = 2000
 	onCanary := make([]bool, users)
 	req := func(i int) *http.Request {
@@ -309,7 +312,7 @@ func TestCanaryStickiness(t *testing.T) {
 }
 
 func TestCanaryIPFallback(t *testing.T) {
-	c, _, pb := canaryCluster(&model.Canary{Percentage: pct(50), Steps: 1000, Hash: model.CanaryHashConsumer}, clock.Real{})
+	c, _, pb := canaryCluster(&model.Canary{Percentage: pct(50), Steps: 1000, Hash: model.CanaryHashConsumer}, clock.RealClock{})
 	// Without a consumer header the client IP decides, consistently.
 	for i := 0; i < 50; i++ {
 		r := httptest.NewRequest("GET", "/", nil)
@@ -326,7 +329,7 @@ func TestCanaryIPFallback(t *testing.T) {
 
 func TestCanaryTimedRollout(t *testing.T) {
 	start := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
-	clk := clock.NewFake(start.Add(-time.Minute))
+	clk := clocktesting.NewFakeClock(start.Add(-time.Minute))
 	c, _, pb := canaryCluster(&model.Canary{Steps: 1000, Start: start, Duration: 100 * time.Minute, Hash: model.CanaryHashNone}, clk)
 	share := func() float64 {
 		const n = 5000
@@ -340,17 +343,17 @@ func TestCanaryTimedRollout(t *testing.T) {
 		return float64(k) / n
 	}
 	within(t, "before start", share(), 0, 0)
-	clk.Advance(time.Minute + 25*time.Minute)
+	clk.Step(time.Minute + 25*time.Minute)
 	within(t, "at 25%", share(), 0.25, 0.01)
-	clk.Advance(50 * time.Minute)
+	clk.Step(50 * time.Minute)
 	within(t, "at 75%", share(), 0.75, 0.01)
-	clk.Advance(time.Hour)
+	clk.Step(time.Hour)
 	within(t, "after the end", share(), 1, 0)
 }
 
 func TestCanaryOverrideAndFallback(t *testing.T) {
 	m := &model.Canary{Percentage: pct(0), Steps: 100, Hash: model.CanaryHashNone, OverrideHeader: "X-Canary"}
-	c, pa, pb := canaryCluster(m, clock.Real{})
+	c, pa, pb := canaryCluster(m, clock.RealClock{})
 	r := httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("X-Canary", "always")
 	if c.Pick(r) != pb {
