@@ -92,10 +92,36 @@ func newCluster(t *testing.T, e *env) *cluster {
 	return newNode(t, e, client, ns, "e2e-node")
 }
 
+// apiServer lets the cluster scenarios run in parallel on the shared API
+// server while one of them stops it: every scenario holds it for reading
+// while it runs (newNamespace), and apiOutage holds it for writing.
+var apiServer sync.RWMutex
+
+// apiOutage stops the shared API server for d and calls during before
+// starting it again. It waits for the other cluster scenarios to end, and
+// those starting meanwhile wait for it: no other scenario sees the outage.
+// t holds the server for reading (newNamespace).
+func apiOutage(t *testing.T, d time.Duration, during func()) {
+	t.Helper()
+	apiServer.RUnlock()
+	apiServer.Lock()
+	kubetest.StopAPIServer(t)
+	defer func() {
+		kubetest.StartAPIServer(t)
+		apiServer.Unlock()
+		apiServer.RLock()
+	}()
+	time.Sleep(d)
+	during()
+}
+
 // newNamespace creates a namespace of the shared API server for the
-// scenario, named after the test.
+// scenario, named after the test, and holds the server for reading until
+// the test ends.
 func newNamespace(t *testing.T) (kubernetes.Interface, string) {
 	t.Helper()
+	apiServer.RLock()
+	t.Cleanup(apiServer.RUnlock)
 	client, err := kubernetes.NewForConfig(kubetest.Config(t))
 	if err != nil {
 		t.Fatal(err)
@@ -378,22 +404,14 @@ func TestClusterLoop(t *testing.T) {
 	}
 
 	step("the API server stops for 30 s")
-	kubetest.StopAPIServer(t)
-	apiUp := false
-	defer func() {
-		if !apiUp {
-			kubetest.StartAPIServer(t)
+	apiOutage(t, 30*time.Second, func() {
+		if !c.controllerRunning() {
+			t.Fatal("the controller exited while the API server was away")
 		}
-	}()
-	time.Sleep(30 * time.Second)
-	if !c.controllerRunning() {
-		t.Fatal("the controller exited while the API server was away")
-	}
-	if ok, detail := e.serving(3, "v3"); !ok {
-		t.Fatalf("the gateway stopped serving during the outage: %s", detail)
-	}
-	kubetest.StartAPIServer(t)
-	apiUp = true
+		if ok, detail := e.serving(3, "v3"); !ok {
+			t.Fatalf("the gateway stopped serving during the outage: %s", detail)
+		}
+	})
 
 	step("once it is back, a change is served")
 	c.ingress("web", "", "web")
