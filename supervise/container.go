@@ -12,6 +12,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/revgate/revgate/internal/doubling"
 )
 
 // Container states reported in ContainerStatus.State.
@@ -131,7 +133,7 @@ func (c *containerRunner) run(ctx context.Context) {
 	defer c.markAttempted()
 	defer c.set(func() { c.finished = true; c.ready = false })
 	clk := c.opts.Clock
-	restarts := doublingBackOff(c.opts.BackoffInitial, c.opts.BackoffMax, clk)
+	restarts := doubling.New(c.opts.BackoffInitial, c.opts.BackoffMax, clk)
 	for {
 		code, up, err := c.runOnce(ctx)
 		if ctx.Err() != nil {

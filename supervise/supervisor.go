@@ -57,6 +57,8 @@ import (
 	"github.com/fsnotify/fsnotify"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/revgate/revgate/internal/doubling"
 )
 
 // Defaults of Options.
@@ -318,7 +320,7 @@ func (s *Supervisor) waitFirstStarts(ctx context.Context) {
 // periodic relist covers the time it is down.
 func (s *Supervisor) watch(ctx context.Context, triggers chan<- struct{}) {
 	clk := s.opts.Clock
-	retries := doublingBackOff(watchRetryInitial, watchRetryMax, clk)
+	retries := doubling.New(watchRetryInitial, watchRetryMax, clk)
 	for {
 		began := clk.Now()
 		err := s.watchOnce(ctx, triggers)
