@@ -121,7 +121,7 @@ func annotateManifest(src []byte, fb *fallbackstatus.Fallback) ([]byte, error) {
 func freshUID() types.UID { return types.UID(revisions.NewUID()) }
 
 // RetryDelay is the wait before rolling a failed revision out again after
-// its attempt-th rollout failed: the attempt-th interval of retryBackOff,
+// its attempt-th rollout failed: the attempt-th delay of doubling.New,
 // that is initial, doubling with each attempt, capped at max (10m, 20m,
 // 40m, ... 6h by default). It depends on the attempt alone, so a restarted
 // monitor computes the same schedule from the attempts in the state file;
