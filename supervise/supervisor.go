@@ -223,7 +223,7 @@ func (s *Supervisor) notify(state string) {
 // started every pod.
 func (s *Supervisor) Run(ctx context.Context) error {
 	clk := s.opts.Clock
-	s.log.Info("supervising static pods", "manifestsDir", s.opts.ManifestsDir, "relistPeriod", s.opts.RelistPeriod)
+	s.log.Info("supervising static pods", "manifests_dir", s.opts.ManifestsDir, "relist_period", s.opts.RelistPeriod)
 	triggers := make(chan struct{}, 1)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watchDone := make(chan struct{})
@@ -331,7 +331,7 @@ func (s *Supervisor) watch(ctx context.Context, triggers chan<- struct{}) {
 			retries.Reset()
 		}
 		delay := retries.NextBackOff()
-		s.log.Warn("watching the manifests dir failed, relisting periodically until the watch is back", "err", err, "retryIn", delay)
+		s.log.Warn("watching the manifests dir failed, relisting periodically until the watch is back", "err", err, "retry_in", delay)
 		if !sleep(clk, delay, ctx.Done()) {
 			return
 		}
@@ -473,7 +473,7 @@ func (s *Supervisor) updateLocked(sl *slot, m manifest) {
 	}
 	s.genSeq++
 	if n := len(m.pod.Spec.InitContainers); n > 0 {
-		s.log.Warn("init containers are not run by the supervisor; starting the containers without them", "pod", sl.name, "initContainers", n)
+		s.log.Warn("init containers are not run by the supervisor; starting the containers without them", "pod", sl.name, "init_containers", n)
 	}
 	g := newGeneration(s.genSeq, sl.name, m.pod, m.fingerprint, &s.opts, s.poke)
 	if sl.current == nil {
