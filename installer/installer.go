@@ -365,7 +365,7 @@ func (in *Installer) install(cfg *Config) (*Result, error) {
 		return nil, fmt.Errorf("publish operand manifest of revision %d: %w", rev, err)
 	}
 	res.Published = true
-	log.Info("revision published", "manifests-dir", l.ManifestsDir, "file", filepath.Base(podPath))
+	log.Info("revision published", "manifests_dir", l.ManifestsDir, "file", filepath.Base(podPath))
 	return res, nil
 }
 

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
 	"github.com/revgate/revgate/fallbackstatus"
+	"github.com/revgate/revgate/internal/doubling"
 	"github.com/revgate/revgate/revisions"
 )
 
@@ -121,13 +121,13 @@ func annotateManifest(src []byte, fb *fallbackstatus.Fallback) ([]byte, error) {
 func freshUID() types.UID { return types.UID(revisions.NewUID()) }
 
 // RetryDelay is the wait before rolling a failed revision out again after
-// its attempt-th rollout failed: the attempt-th interval of retryBackOff,
+// its attempt-th rollout failed: the attempt-th delay of doubling.New,
 // that is initial, doubling with each attempt, capped at max (10m, 20m,
 // 40m, ... 6h by default). It depends on the attempt alone, so a restarted
 // monitor computes the same schedule from the attempts in the state file;
 // the time of the retry is persisted there too once decided.
 func RetryDelay(initial, max time.Duration, attempt int) time.Duration {
-	b := retryBackOff(initial, max)
+	b := doubling.New(initial, max, nil)
 	d := b.NextBackOff()
 	// Once at max the interval stays there: stop stepping, whatever the
 	// attempt count read from the state file.
@@ -136,29 +136,6 @@ func RetryDelay(initial, max time.Duration, attempt int) time.Duration {
 	}
 	return d
 }
-
-// retryBackOff is the retry schedule as an exponential backoff: multiplier
-// 2 between initial and max, and no elapsed-time limit (a revision is
-// retried until a newer one supersedes it). It has no jitter: jitter spreads
-// many clients hitting one server, while here one node retries one revision
-// and the schedule is stated to the minute (README, the next-retry
-// annotation). Its clock stands still: with no elapsed-time limit the time
-// never enters the schedule.
-func retryBackOff(initial, max time.Duration) *backoff.ExponentialBackOff {
-	return backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(initial),
-		backoff.WithMaxInterval(max),
-		backoff.WithMultiplier(2),
-		backoff.WithRandomizationFactor(0),
-		backoff.WithMaxElapsedTime(0),
-		backoff.WithClockProvider(fixedClock{}),
-	)
-}
-
-// fixedClock is a backoff.Clock that stands still.
-type fixedClock struct{}
-
-func (fixedClock) Now() time.Time { return time.Time{} }
 
 // MirrorPodName is the name the kubelet gives the mirror pod of the operand
 // manifest of revision rev: <pod name>-<node name>.

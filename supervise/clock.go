@@ -3,7 +3,6 @@ package supervise
 import (
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"k8s.io/utils/clock"
 )
 
@@ -25,17 +24,4 @@ func sleep(c clock.Clock, d time.Duration, done <-chan struct{}) bool {
 	case <-done:
 		return false
 	}
-}
-
-// doublingBackOff returns delays from initial doubling up to max, without
-// jitter and without end, on clock c.
-func doublingBackOff(initial, max time.Duration, c clock.PassiveClock) *backoff.ExponentialBackOff {
-	return backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(initial),
-		backoff.WithMultiplier(2),
-		backoff.WithRandomizationFactor(0),
-		backoff.WithMaxInterval(max),
-		backoff.WithMaxElapsedTime(0),
-		backoff.WithClockProvider(c),
-	)
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/revgate/revgate/internal/doubling"
 )
 
 // Container states reported in ContainerStatus.State.
@@ -131,7 +133,7 @@ func (c *containerRunner) run(ctx context.Context) {
 	defer c.markAttempted()
 	defer c.set(func() { c.finished = true; c.ready = false })
 	clk := c.opts.Clock
-	restarts := doublingBackOff(c.opts.BackoffInitial, c.opts.BackoffMax, clk)
+	restarts := doubling.New(c.opts.BackoffInitial, c.opts.BackoffMax, clk)
 	for {
 		code, up, err := c.runOnce(ctx)
 		if ctx.Err() != nil {
@@ -143,7 +145,7 @@ func (c *containerRunner) run(ctx context.Context) {
 		restart := c.policy == corev1.RestartPolicyAlways ||
 			(c.policy == corev1.RestartPolicyOnFailure && (err != nil || code != 0))
 		if !restart {
-			c.log.Info("container exited, not restarting", "exitCode", code, "restartPolicy", c.policy)
+			c.log.Info("container exited, not restarting", "exit_code", code, "restart_policy", c.policy)
 			c.set(func() { c.state = StateExited })
 			return
 		}
@@ -151,7 +153,7 @@ func (c *containerRunner) run(ctx context.Context) {
 			restarts.Reset()
 		}
 		delay := restarts.NextBackOff()
-		c.log.Info("back-off restarting container", "exitCode", code, "delay", delay, "restartPolicy", c.policy)
+		c.log.Info("back-off restarting container", "exit_code", code, "delay", delay, "restart_policy", c.policy)
 		c.set(func() { c.state = StateBackoff })
 		if !sleep(clk, delay, ctx.Done()) {
 			return
@@ -215,9 +217,9 @@ func (c *containerRunner) runOnce(ctx context.Context) (int, time.Duration, erro
 		}
 	})
 	if stopped {
-		c.log.Info("container stopped", "pid", p.pid, "exitCode", code)
+		c.log.Info("container stopped", "pid", p.pid, "exit_code", code)
 	} else {
-		c.log.Warn("container exited", "pid", p.pid, "exitCode", code, "uptime", up.Round(time.Millisecond))
+		c.log.Warn("container exited", "pid", p.pid, "exit_code", code, "uptime", up.Round(time.Millisecond))
 	}
 	return code, up, nil
 }

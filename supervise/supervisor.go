@@ -57,6 +57,8 @@ import (
 	"github.com/fsnotify/fsnotify"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/revgate/revgate/internal/doubling"
 )
 
 // Defaults of Options.
@@ -221,7 +223,7 @@ func (s *Supervisor) notify(state string) {
 // started every pod.
 func (s *Supervisor) Run(ctx context.Context) error {
 	clk := s.opts.Clock
-	s.log.Info("supervising static pods", "manifestsDir", s.opts.ManifestsDir, "relistPeriod", s.opts.RelistPeriod)
+	s.log.Info("supervising static pods", "manifests_dir", s.opts.ManifestsDir, "relist_period", s.opts.RelistPeriod)
 	triggers := make(chan struct{}, 1)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watchDone := make(chan struct{})
@@ -318,7 +320,7 @@ func (s *Supervisor) waitFirstStarts(ctx context.Context) {
 // periodic relist covers the time it is down.
 func (s *Supervisor) watch(ctx context.Context, triggers chan<- struct{}) {
 	clk := s.opts.Clock
-	retries := doublingBackOff(watchRetryInitial, watchRetryMax, clk)
+	retries := doubling.New(watchRetryInitial, watchRetryMax, clk)
 	for {
 		began := clk.Now()
 		err := s.watchOnce(ctx, triggers)
@@ -329,7 +331,7 @@ func (s *Supervisor) watch(ctx context.Context, triggers chan<- struct{}) {
 			retries.Reset()
 		}
 		delay := retries.NextBackOff()
-		s.log.Warn("watching the manifests dir failed, relisting periodically until the watch is back", "err", err, "retryIn", delay)
+		s.log.Warn("watching the manifests dir failed, relisting periodically until the watch is back", "err", err, "retry_in", delay)
 		if !sleep(clk, delay, ctx.Done()) {
 			return
 		}
@@ -471,7 +473,7 @@ func (s *Supervisor) updateLocked(sl *slot, m manifest) {
 	}
 	s.genSeq++
 	if n := len(m.pod.Spec.InitContainers); n > 0 {
-		s.log.Warn("init containers are not run by the supervisor; starting the containers without them", "pod", sl.name, "initContainers", n)
+		s.log.Warn("init containers are not run by the supervisor; starting the containers without them", "pod", sl.name, "init_containers", n)
 	}
 	g := newGeneration(s.genSeq, sl.name, m.pod, m.fingerprint, &s.opts, s.poke)
 	if sl.current == nil {

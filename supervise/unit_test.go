@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/revgate/revgate/internal/doubling"
 )
 
 func TestIsManifestName(t *testing.T) {
@@ -255,7 +257,7 @@ func TestDoublingBackOff(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := doublingBackOff(tt.initial, tt.max, newFakeClock())
+			b := doubling.New(tt.initial, tt.max, newFakeClock())
 			for round := range 2 {
 				for i, want := range tt.want {
 					if got := b.NextBackOff(); got != want {

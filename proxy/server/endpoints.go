@@ -199,8 +199,8 @@ func (l *liveEndpoints) sync(why string) {
 	l.state, l.lastErr, l.appliedAt = liveApplied, "", l.g.opts.Clock.Now()
 	l.updates.Inc()
 	l.lastUpdate.Set(float64(l.appliedAt.UnixNano()) / 1e9)
-	l.log.Info("live endpoints applied", "trigger", why, "slices", len(sl), "liveBackends", len(live),
-		"changedBackends", changed, "addedEndpoints", added, "removedEndpoints", removed, "took", l.g.opts.Clock.Since(start))
+	l.log.Info("live endpoints applied", "trigger", why, "slices", len(sl), "live_backends", len(live),
+		"changed_backends", changed, "added_endpoints", added, "removed_endpoints", removed, "took", l.g.opts.Clock.Since(start))
 }
 
 // apply sets every pool's endpoints: from live where it has an entry, else
@@ -285,7 +285,7 @@ func (l *liveEndpoints) watch(ctx context.Context, triggers chan<- struct{}) {
 			continue
 		}
 		delay := b.NextBackOff()
-		l.log.Warn("watching the live endpoints folder failed; reading it every relist period until the watch is back", "err", err, "retryIn", delay)
+		l.log.Warn("watching the live endpoints folder failed; reading it every relist period until the watch is back", "err", err, "retry_in", delay)
 		t := clk.NewTimer(delay)
 		select {
 		case <-ctx.Done():

@@ -246,7 +246,7 @@ func (g *Gateway) Shutdown() {
 	if g.draining.Swap(true) {
 		return
 	}
-	g.log.Info("shutting down", "delay", g.opts.ShutdownDelay, "drainTimeout", g.opts.DrainTimeout)
+	g.log.Info("shutting down", "delay", g.opts.ShutdownDelay, "drain_timeout", g.opts.DrainTimeout)
 	g.notify("STOPPING=1")
 	g.notify("STATUS=draining")
 	if g.opts.ShutdownDelay > 0 {
