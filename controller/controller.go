@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/dynamic"
@@ -19,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
+	"github.com/revgate/revgate/internal/doubling"
 	"github.com/revgate/revgate/revisions"
 )
 
@@ -147,7 +147,7 @@ func New(opts Options, deps Deps) (*Controller, error) {
 	c.structure = newDebouncer(c.clock, opts.QuietPeriod, opts.MaxDelay)
 	c.liveEndpoints = newDebouncer(c.clock, endpointsQuiet, endpointsMaxDelay)
 	c.status = newDebouncer(c.clock, statusQuiet, statusMaxDelay)
-	ic, err := newInformerCache(c.client, c.dyn, opts.Namespaces, opts.Resync, c.log, c.changed)
+	ic, err := newInformerCache(c.client, c.dyn, opts.Namespaces, opts.Resync, c.clock, c.log, c.changed)
 	if err != nil {
 		return nil, err
 	}
@@ -209,16 +209,18 @@ func (c *Controller) Run(ctx context.Context) error {
 	return nil
 }
 
+// Retries of a failed sync.
+const (
+	syncRetryInitial = 500 * time.Millisecond
+	syncRetryMax     = 30 * time.Second
+)
+
 // loop runs sync each time d says a burst is due; a failed sync is retried
-// with exponential backoff (0.5s doubling to 30s) until it succeeds, a
+// after syncRetryInitial doubling to syncRetryMax until it succeeds, a
 // later burst being folded into the retry.
 func (c *Controller) loop(ctx context.Context, name string, d *debouncer, sync func(context.Context) error) {
 	log := c.log.With("loop", name)
-	b := backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(500*time.Millisecond),
-		backoff.WithMaxInterval(30*time.Second),
-		backoff.WithMaxElapsedTime(0),
-	)
+	b := doubling.New(syncRetryInitial, syncRetryMax, c.clock)
 	for {
 		if err := d.Wait(ctx); err != nil {
 			return
@@ -237,10 +239,12 @@ func (c *Controller) loop(ctx context.Context, name string, d *debouncer, sync f
 			}
 			wait := b.NextBackOff()
 			log.Warn("sync failed, retrying", "err", err, "wait", wait)
+			t := c.clock.NewTimer(wait)
 			select {
 			case <-ctx.Done():
+				t.Stop()
 				return
-			case <-c.clock.After(wait):
+			case <-t.C():
 			}
 		}
 	}

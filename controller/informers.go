@@ -24,8 +24,10 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/revgate/revgate/installer"
+	"github.com/revgate/revgate/internal/doubling"
 	"github.com/revgate/revgate/proxy/config"
 )
 
@@ -58,6 +60,7 @@ type informerCache struct {
 	client kubernetes.Interface
 	dyn    dynamic.Interface
 	log    *slog.Logger
+	clock  clock.WithTicker
 	resync time.Duration
 	notify func(changeKind)
 	// ctx is the context of every list and watch call, done when the
@@ -108,7 +111,7 @@ const (
 // stopped.
 func (c *informerCache) patient(list listFunc, watchFn watchFunc) *cache.ListWatch {
 	retry := func(what string, call func(ctx context.Context) error) error {
-		wait, warned := patientInitial, false
+		delays, warned := doubling.New(patientInitial, patientMax, c.clock), false
 		for {
 			err := call(c.ctx)
 			if err == nil || !installer.Retriable(err) || c.ctx.Err() != nil {
@@ -118,12 +121,13 @@ func (c *informerCache) patient(list listFunc, watchFn watchFunc) *cache.ListWat
 				warned = true
 				c.log.Warn("the API server is away; waiting for it", "call", what, "err", err)
 			}
+			t := c.clock.NewTimer(delays.NextBackOff())
 			select {
 			case <-c.ctx.Done():
+				t.Stop()
 				return err
-			case <-time.After(wait):
+			case <-t.C():
 			}
-			wait = min(2*wait, patientMax)
 		}
 	}
 	return &cache.ListWatch{
@@ -161,8 +165,8 @@ var namespaced = cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFu
 
 // newInformerCache sets up the informers (nothing runs before start).
 // namespaces empty watches every namespace.
-func newInformerCache(client kubernetes.Interface, dyn dynamic.Interface, namespaces []string, resync time.Duration, log *slog.Logger, notify func(changeKind)) (*informerCache, error) {
-	c := &informerCache{client: client, dyn: dyn, log: log, resync: resync, notify: notify, sets: map[string]*namespaceInformers{}}
+func newInformerCache(client kubernetes.Interface, dyn dynamic.Interface, namespaces []string, resync time.Duration, clk clock.WithTicker, log *slog.Logger, notify func(changeKind)) (*informerCache, error) {
+	c := &informerCache{client: client, dyn: dyn, log: log, clock: clk, resync: resync, notify: notify, sets: map[string]*namespaceInformers{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.classFactory = informers.NewSharedInformerFactory(client, resync)
 	classes := client.NetworkingV1().IngressClasses()
@@ -324,16 +328,20 @@ func (c *informerCache) start(ctx context.Context) error {
 	return nil
 }
 
-// syncReport is how often waitSynced names what it still waits for.
-const syncReport = 30 * time.Second
+// waitSynced looks at the informers every syncPoll and names those it
+// still waits for every syncReport.
+const (
+	syncPoll   = 100 * time.Millisecond
+	syncReport = 30 * time.Second
+)
 
 // waitSynced waits until every informer has synced, naming those it still
 // waits for every syncReport: a list the API server refuses (RBAC) would
 // otherwise hold the controller without a word.
 func (c *informerCache) waitSynced(ctx context.Context, synced map[string]cache.InformerSynced) error {
-	tick := time.NewTicker(100 * time.Millisecond)
+	tick := c.clock.NewTicker(syncPoll)
 	defer tick.Stop()
-	last := time.Now()
+	last := c.clock.Now()
 	for {
 		var waiting []string
 		for name, done := range synced {
@@ -344,15 +352,15 @@ func (c *informerCache) waitSynced(ctx context.Context, synced map[string]cache.
 		if len(waiting) == 0 {
 			return nil
 		}
-		if time.Since(last) >= syncReport {
-			last = time.Now()
+		if c.clock.Since(last) >= syncReport {
+			last = c.clock.Now()
 			slices.Sort(waiting)
 			c.log.Warn("still waiting for the caches to fill", "waiting_for", strings.Join(waiting, ", "))
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-tick.C:
+		case <-tick.C():
 		}
 	}
 }
