@@ -22,6 +22,7 @@ import (
 
 	"github.com/revgate/revgate/controller"
 	"github.com/revgate/revgate/controller/rollout"
+	"github.com/revgate/revgate/internal/clocktest"
 	"github.com/revgate/revgate/internal/kubetest"
 	"github.com/revgate/revgate/revisions"
 )
@@ -113,12 +114,13 @@ func TestRolloutAsServiceAccount(t *testing.T) {
 	}
 	ctx := context.Background()
 	target := fmt.Sprintf("rbac%04x", rand.IntN(1<<16))
-	r, err := rollout.New(rollout.Options{Client: sa, Target: target, Node: "node-a", JoinGrace: time.Nanosecond})
+	clk := clocktest.New(time.Now().Truncate(time.Second))
+	r, err := rollout.New(rollout.Options{Client: sa, Target: target, Node: "node-a", Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The first call publishes the node's status; the join grace of a
-	// nanosecond has passed by the second.
+	// The first call publishes the node's status; the join grace has passed
+	// by the second.
 	for i := 0; ; i++ {
 		ok, after, err := r.MayInstall(ctx, "h1")
 		if err != nil {
@@ -130,7 +132,7 @@ func TestRolloutAsServiceAccount(t *testing.T) {
 		if i == 3 {
 			t.Fatalf("the only node may not install; ask again after %s", after)
 		}
-		time.Sleep(after)
+		clk.Step(after)
 	}
 	if err := r.Report(ctx, "h1", controller.Verdict{Revision: 1, Outcome: revisions.OutcomeGood, Attempt: 1}); err != nil {
 		t.Fatal(err)

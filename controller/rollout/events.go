@@ -19,7 +19,7 @@ func (r *Rollout) event(ctx context.Context, eventType, reason, message string) 
 	if l, err := r.leases().Get(ctx, name, metav1.GetOptions{}); err == nil {
 		ref.UID, ref.ResourceVersion = l.UID, l.ResourceVersion
 	}
-	now := metav1.NewTime(r.opts.Now())
+	now := metav1.NewTime(r.opts.Clock.Now())
 	ev := &corev1.Event{
 		ObjectMeta:          metav1.ObjectMeta{GenerateName: name + ".", Namespace: r.opts.Namespace},
 		InvolvedObject:      ref,

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 
 	"github.com/revgate/revgate/controller"
 	"github.com/revgate/revgate/revisions"
@@ -69,8 +70,9 @@ type Options struct {
 	// third of LeaseDuration, the renewal period. A restarted controller
 	// finds its status and does not wait.
 	JoinGrace time.Duration
-	// Now is the clock; default time.Now.
-	Now func() time.Time
+	// Clock is the time of the Leases and of their renewal; default
+	// clock.RealClock.
+	Clock clock.WithTicker
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -114,8 +116,8 @@ func New(opts Options) (*Rollout, error) {
 	if opts.JoinGrace <= 0 {
 		opts.JoinGrace = opts.LeaseDuration / 3
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -132,7 +134,7 @@ func New(opts Options) (*Rollout, error) {
 // snapshot that this node cannot install now is given up, since the
 // controller moved on from that snapshot.
 func (r *Rollout) MayInstall(ctx context.Context, digest string) (bool, time.Duration, error) {
-	now := r.opts.Now()
+	now := r.opts.Clock.Now()
 	own, err := r.writeStatus(ctx, nil)
 	if err != nil {
 		return false, 0, err
@@ -210,7 +212,7 @@ func (r *Rollout) Report(ctx context.Context, digest string, v controller.Verdic
 	default:
 		return nil
 	}
-	now := r.opts.Now()
+	now := r.opts.Clock.Now()
 	next := Status{Digest: digest, Revision: v.Revision, Verdict: verdict, Attempt: v.Attempt, Time: now}
 	if verdict == VerdictFailed {
 		next.Reason, next.Message = v.Reason, v.Message
@@ -252,7 +254,7 @@ func (r *Rollout) Report(ctx context.Context, digest string, v controller.Verdic
 // every third of the lease duration until ctx ends. Failures are logged and
 // tried again at the next tick.
 func (r *Rollout) Run(ctx context.Context) error {
-	t := time.NewTicker(r.opts.LeaseDuration / 3)
+	t := r.opts.Clock.NewTicker(r.opts.LeaseDuration / 3)
 	defer t.Stop()
 	for {
 		if _, err := r.writeStatus(ctx, nil); err != nil && ctx.Err() == nil {
@@ -264,7 +266,7 @@ func (r *Rollout) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }
@@ -275,7 +277,7 @@ func (r *Rollout) Statuses(ctx context.Context) ([]Status, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list the rollout status of target %s: %w", r.opts.Target, err)
 	}
-	now := r.opts.Now()
+	now := r.opts.Clock.Now()
 	out := make([]Status, 0, len(list.Items))
 	for i := range list.Items {
 		if s := statusOf(&list.Items[i], now); s.Node != "" {
@@ -304,7 +306,7 @@ const conflictTries = 5
 func (r *Rollout) writeStatus(ctx context.Context, change func(*Status)) (Status, error) {
 	name := StatusLeaseName(r.opts.Target, r.opts.Node)
 	for range conflictTries {
-		now := r.opts.Now()
+		now := r.opts.Clock.Now()
 		l, err := r.leases().Get(ctx, name, metav1.GetOptions{})
 		create := apierrors.IsNotFound(err)
 		if err != nil && !create {
@@ -420,7 +422,7 @@ func (r *Rollout) renewTurn(ctx context.Context) error {
 		if holder(l) != r.opts.Node {
 			return false
 		}
-		renew(l, r.opts.Node, r.opts.Now(), r.opts.LeaseDuration)
+		renew(l, r.opts.Node, r.opts.Clock.Now(), r.opts.LeaseDuration)
 		return true
 	})
 }

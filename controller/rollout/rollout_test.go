@@ -22,6 +22,7 @@ import (
 
 	"github.com/revgate/revgate/controller"
 	"github.com/revgate/revgate/installer"
+	"github.com/revgate/revgate/internal/clocktest"
 	"github.com/revgate/revgate/internal/kubetest"
 	"github.com/revgate/revgate/revisions"
 )
@@ -41,9 +42,10 @@ type cluster struct {
 	client kubernetes.Interface
 	ns     string
 	target string
-	// now is the nodes' clock, moved by the test.
+	// clock is the nodes' clock, stepped by the test.
+	clock *clocktest.Clock
+
 	mu      sync.Mutex
-	now     time.Time
 	history []string
 }
 
@@ -67,19 +69,8 @@ func newCluster(t *testing.T, target string) *cluster {
 	if _, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	return &cluster{t: t, client: cs, ns: ns, target: target, now: time.Now()}
-}
-
-func (c *cluster) clock() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *cluster) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+	// Leases keep their times to the microsecond.
+	return &cluster{t: t, client: cs, ns: ns, target: target, clock: clocktest.New(time.Now().Truncate(time.Second))}
 }
 
 func (c *cluster) record(format string, args ...any) {
@@ -127,7 +118,7 @@ func (n *node) restart(client kubernetes.Interface) {
 		client = n.c.client
 	}
 	r, err := New(Options{Client: client, Namespace: n.c.ns, Target: n.c.target, Node: n.name,
-		LeaseDuration: 30 * time.Second, Now: n.c.clock, Logger: quiet})
+		LeaseDuration: 30 * time.Second, Clock: n.c.clock, Logger: quiet})
 	if err != nil {
 		n.c.t.Fatal(err)
 	}
@@ -333,7 +324,7 @@ func (c *cluster) join(nodes ...*node) {
 			c.t.Fatal(err)
 		}
 	}
-	c.advance(joinGrace)
+	c.clock.Step(joinGrace)
 }
 
 // threeNodes starts three nodes that have joined.
@@ -491,7 +482,7 @@ func TestGoneNodes(t *testing.T) {
 	if got := c.installs("h2"); !slices.Equal(got, []string{"node-a", "node-b"}) {
 		t.Fatalf("h2 installed on %v", got)
 	}
-	c.advance(time.Minute)
+	c.clock.Step(time.Minute)
 	c.rollOut("h2", 3, allGood, a, n3)
 	if got := c.installs("h2"); !slices.Equal(got, []string{"node-a", "node-b"}) {
 		t.Fatalf("h2 went past node-b, which went quiet while installing it: %v", got)
@@ -525,21 +516,90 @@ func TestLeastPrivilege(t *testing.T) {
 		nodes = append(nodes, c.node(name, cs))
 	}
 	// The binding reaches the authorizer's cache within a moment.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitFor(t, "the Role bound", func() (bool, string) {
 		_, err := nodes[0].r.Statuses(ctx)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil, fmt.Sprint(err)
+	})
 	c.join(nodes...)
 	c.rollOut("h1", 4, allGood, nodes...)
 	c.checkOrder("h1", "node-a", "node-b")
 	if got := c.events(EventNodeGood); len(got) != 2 {
 		t.Fatalf("events written with the rollout's permissions: %q", got)
+	}
+}
+
+// TestRunRenewsTheLeases: Run renews the node's status and the turn it
+// holds every third of the lease duration, on the rollout's clock, so that
+// both stay live for as long as it runs; once it stops, the node's status
+// expires.
+func TestRunRenewsTheLeases(t *testing.T) {
+	c := newCluster(t, "gw")
+	a, b := c.node("node-a", nil), c.node("node-b", nil)
+	c.join(a, b)
+	ctx := context.Background()
+	if ok, after, err := a.r.MayInstall(ctx, "h1"); !ok || err != nil {
+		t.Fatalf("node-a may not take its turn: ask again after %s, %v", after, err)
+	}
+	renewed := func(name string) time.Time {
+		l, err := c.client.CoordinationV1().Leases(c.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || l.Spec.RenewTime == nil {
+			t.Fatalf("lease %s: %v", name, err)
+		}
+		return l.Spec.RenewTime.Time
+	}
+	waitRenewed := func(at time.Time) {
+		t.Helper()
+		for _, name := range []string{StatusLeaseName(c.target, "node-a"), TurnLeaseName(c.target)} {
+			waitFor(t, name+" renewed at "+at.String(), func() (bool, string) {
+				got := renewed(name)
+				return got.Equal(at), got.String()
+			})
+		}
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- a.r.Run(runCtx) }()
+	period := 10 * time.Second // a third of the nodes' lease duration
+	waitFor(t, "the renewal ticker", func() (bool, string) { return c.clock.Tickers(period) == 1, "" })
+	waitRenewed(c.clock.Now())
+	for range 4 {
+		c.clock.Step(period)
+		waitRenewed(c.clock.Now())
+	}
+	// 40s after node-a took it, past the lease duration: renewed, its turn
+	// is still node-a's and its status live.
+	if ok, _, err := b.r.MayInstall(ctx, "h1"); ok || err != nil {
+		t.Fatalf("node-b took the turn node-a renews: %v %v", ok, err)
+	}
+	if st, err := b.r.Statuses(ctx); err != nil || len(st) != 2 || !st[0].Live {
+		t.Fatalf("statuses while node-a renews: %+v %v", st, err)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if c.clock.Tickers(0) != 0 {
+		t.Fatal("Run left its ticker running")
+	}
+	c.clock.Step(30*time.Second + time.Second)
+	st, err := b.r.Statuses(ctx)
+	if err != nil || len(st) != 2 || st[0].Node != "node-a" || st[0].Live {
+		t.Fatalf("statuses once node-a stopped renewing: %+v %v", st, err)
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after a while.
+func waitFor(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok, last := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s; last: %s", what, last)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
