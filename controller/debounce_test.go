@@ -82,11 +82,7 @@ func TestDebouncer(t *testing.T) {
 // goroutine that arms them is done with what came before.
 func waitPending(t *testing.T, clk *clocktest.Clock, d time.Duration, n int) {
 	t.Helper()
-	deadline := time.Now().Add(waitLong)
-	for clk.Pending(d) != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %d timers of %s; %d armed", n, d, clk.Pending(d))
-		}
-		time.Sleep(time.Millisecond)
+	if !clk.AwaitPending(d, n, waitLong) {
+		t.Fatalf("timed out waiting for %d timers of %s; %d armed", n, d, clk.Pending(d))
 	}
 }

@@ -68,6 +68,21 @@ func (c *Clock) Pending(d time.Duration) int {
 	return n
 }
 
+// AwaitPending waits, in real time, until at least n timers fall due
+// exactly d from now, and reports whether they did before timeout: the
+// goroutine that arms them is then done with what came before, and a step
+// of d fires them.
+func (c *Clock) AwaitPending(d time.Duration, n int, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for c.Pending(d) < n {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
+}
+
 // Tickers returns how many tickers of period d run; d == 0 counts all.
 func (c *Clock) Tickers(d time.Duration) int {
 	c.mu.Lock()

@@ -67,3 +67,17 @@ func TestTickers(t *testing.T) {
 		t.Fatal("stopped tickers still counted")
 	}
 }
+
+func TestAwaitPending(t *testing.T) {
+	c := New(time.Unix(100, 0))
+	if c.AwaitPending(time.Second, 1, 10*time.Millisecond) {
+		t.Fatal("a timer nobody armed is pending")
+	}
+	go func() {
+		time.Sleep(5 * time.Millisecond)
+		c.NewTimer(time.Second)
+	}()
+	if !c.AwaitPending(time.Second, 1, 10*time.Second) {
+		t.Fatal("the timer armed meanwhile was not seen")
+	}
+}
