@@ -24,6 +24,7 @@ import (
 
 	"github.com/revgate/revgate/installer"
 	"github.com/revgate/revgate/installer/installertest"
+	"github.com/revgate/revgate/internal/clocktest"
 	"github.com/revgate/revgate/internal/kubetest"
 )
 
@@ -140,6 +141,51 @@ func TestKubeSource(t *testing.T) {
 	}
 }
 
+// retryDriver runs a KubeSource's Load on a fake clock: it steps the clock
+// by each wait the source announces once the source's timer is armed, so
+// that the retries take no real time, and records the waits.
+type retryDriver struct {
+	clk   *clocktest.Clock
+	waits chan time.Duration
+}
+
+func newRetryDriver(src *installer.KubeSource) *retryDriver {
+	d := &retryDriver{clk: clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), waits: make(chan time.Duration, 1)}
+	src.Clock = d.clk
+	src.OnRetry = func(_ error, wait time.Duration) { d.waits <- wait }
+	return d
+}
+
+// load runs src.Load, returning its result and the waits between reads.
+func (d *retryDriver) load(t *testing.T, src *installer.KubeSource) (*installer.Config, []time.Duration, error) {
+	t.Helper()
+	type result struct {
+		cfg *installer.Config
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		cfg, err := src.Load(context.Background())
+		done <- result{cfg, err}
+	}()
+	var waits []time.Duration
+	for {
+		select {
+		case r := <-done:
+			return r.cfg, waits, r.err
+		case w := <-d.waits:
+			waits = append(waits, w)
+			if !d.clk.AwaitPending(w, 1, 30*time.Second) {
+				t.Fatalf("no timer of %s after retry %d", w, len(waits))
+			}
+			d.clk.Step(w)
+		}
+	}
+}
+
+// A closed port is retried with the default backoff (250ms growing to 10s,
+// with jitter) until the next wait would pass RetryTimeout, on the
+// source's clock.
 func TestKubeSourceConnectionRefusedIsRetriedThenFails(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -147,30 +193,39 @@ func TestKubeSourceConnectionRefusedIsRetriedThenFails(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	var retries atomic.Int32
 	src := &installer.KubeSource{
-		Client:     clientFor(t, &rest.Config{Host: "http://" + addr, Timeout: 2 * time.Second}),
-		Namespace:  "ns",
-		ConfigMaps: []string{"routes"},
-		NewBackOff: fastBackOff(time.Second),
-		OnRetry:    func(error, time.Duration) { retries.Add(1) },
-		Logger:     quiet,
+		Client:       clientFor(t, &rest.Config{Host: "http://" + addr, Timeout: 2 * time.Second}),
+		Namespace:    "ns",
+		ConfigMaps:   []string{"routes"},
+		RetryTimeout: time.Minute,
+		Logger:       quiet,
 	}
-	start := time.Now()
-	_, err = src.Load(context.Background())
+	d := newRetryDriver(src)
+	start := d.clk.Now()
+	_, waits, err := d.load(t, src)
 	if err == nil {
 		t.Fatal("no error from a closed port")
 	}
-	if retries.Load() < 2 {
-		t.Fatalf("retried %d times, want several: %v", retries.Load(), err)
+	if len(waits) < 5 {
+		t.Fatalf("retried %d times in a minute, want more: %v", len(waits), err)
+	}
+	// The jitter is ±50% of 250ms, 375ms, ... up to 10s.
+	if waits[0] < 125*time.Millisecond || waits[0] > 375*time.Millisecond {
+		t.Fatalf("first wait %s, want 250ms ± 50%%", waits[0])
+	}
+	for i, w := range waits {
+		if w > 15*time.Second {
+			t.Fatalf("wait %d is %s, past 10s + 50%%", i, w)
+		}
 	}
 	// The backoff stops once the next wait would pass the bound.
-	if d := time.Since(start); d < time.Second/2 || d > 10*time.Second {
-		t.Fatalf("gave up after %v, want about the bound of 1s", d)
+	if elapsed := d.clk.Since(start); elapsed > time.Minute || elapsed < time.Minute-15*time.Second {
+		t.Fatalf("gave up after %s of waits %v, want within the last wait before 1m", elapsed, waits)
 	}
 }
 
-// TestKubeSourceRetries5xxAnd429 serves 503, then 429, then the ConfigMap.
+// TestKubeSourceRetries5xxAnd429 serves 503, then 429, then 500, then the
+// ConfigMap.
 func TestKubeSourceRetries5xxAnd429(t *testing.T) {
 	var calls atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -185,18 +240,15 @@ func TestKubeSourceRetries5xxAnd429(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(corev1.ConfigMap{TypeMeta: metav1.TypeMeta{Kind: "ConfigMap", APIVersion: "v1"}, ObjectMeta: metav1.ObjectMeta{Name: "routes", Namespace: "ns"}, Data: map[string]string{"a": "b"}})
 	}))
 	defer srv.Close()
-	var retries atomic.Int32
 	src := &installer.KubeSource{
-		Client: clientFor(t, &rest.Config{Host: srv.URL}), Namespace: "ns", ConfigMaps: []string{"routes"},
-		NewBackOff: fastBackOff(10 * time.Second),
-		OnRetry:    func(error, time.Duration) { retries.Add(1) }, Logger: quiet,
+		Client: clientFor(t, &rest.Config{Host: srv.URL}), Namespace: "ns", ConfigMaps: []string{"routes"}, Logger: quiet,
 	}
-	cfg, err := src.Load(context.Background())
+	cfg, waits, err := newRetryDriver(src).load(t, src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(cfg.ConfigMaps["routes"]["a"]) != "b" || retries.Load() != 3 {
-		t.Fatalf("config %v after %d retries", cfg.ConfigMaps, retries.Load())
+	if string(cfg.ConfigMaps["routes"]["a"]) != "b" || len(waits) != 3 {
+		t.Fatalf("config %v after %d retries", cfg.ConfigMaps, len(waits))
 	}
 }
 

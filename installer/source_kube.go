@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 )
 
 // DefaultRetryTimeout bounds the retries of one Kubernetes read.
@@ -35,8 +36,11 @@ type KubeSource struct {
 	// RetryTimeout bounds the retries of each read; default DefaultRetryTimeout.
 	RetryTimeout time.Duration
 	// NewBackOff makes the backoff of one read; default exponential from
-	// 250ms bounded by RetryTimeout.
+	// 250ms up to 10s, bounded by RetryTimeout on Clock.
 	NewBackOff func() backoff.BackOff
+	// Clock times the waits between retries (and the default backoff's
+	// bound); default clock.RealClock.
+	Clock clock.Clock
 	// OnRetry is called before each retry (tests count them); optional.
 	OnRetry func(err error, wait time.Duration)
 	// Logger; default slog.Default().
@@ -151,6 +155,10 @@ func (s *KubeSource) missing(err error, kind, name string, optional bool) error 
 
 // get runs read with retries on transient errors.
 func (s *KubeSource) get(ctx context.Context, kind, name string, read func(context.Context) error) error {
+	clk := s.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	var b backoff.BackOff
 	if s.NewBackOff != nil {
 		b = s.NewBackOff()
@@ -163,6 +171,7 @@ func (s *KubeSource) get(ctx context.Context, kind, name string, read func(conte
 			backoff.WithInitialInterval(250*time.Millisecond),
 			backoff.WithMaxInterval(10*time.Second),
 			backoff.WithMaxElapsedTime(timeout),
+			backoff.WithClockProvider(clk),
 		)
 	}
 	op := func() error {
@@ -178,8 +187,32 @@ func (s *KubeSource) get(ctx context.Context, kind, name string, read func(conte
 			s.OnRetry(err, wait)
 		}
 	}
-	return backoff.RetryNotify(op, backoff.WithContext(b, ctx), notify)
+	return backoff.RetryNotifyWithTimer(op, backoff.WithContext(b, ctx), notify, &backoffTimer{clock: clk})
 }
+
+// backoffTimer is backoff's Timer on a clock.Clock.
+type backoffTimer struct {
+	clock clock.Clock
+	t     clock.Timer
+}
+
+var _ backoff.Timer = (*backoffTimer)(nil)
+
+func (b *backoffTimer) Start(d time.Duration) {
+	if b.t == nil {
+		b.t = b.clock.NewTimer(d)
+		return
+	}
+	b.t.Reset(d)
+}
+
+func (b *backoffTimer) Stop() {
+	if b.t != nil {
+		b.t.Stop()
+	}
+}
+
+func (b *backoffTimer) C() <-chan time.Time { return b.t.C() }
 
 // Retriable reports whether a Kubernetes read failing with err is worth
 // retrying: 5xx, 429 and errors that are not API answers at all (connection
