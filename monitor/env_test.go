@@ -168,11 +168,11 @@ func (e *env) setLKG(n int) {
 
 func (e *env) record(typ string, n int, msg string) {
 	e.t.Helper()
-	rec := revisions.TerminationRecord{Type: typ, Time: e.clock.Now(), Revision: n, PID: 100 + n, Error: msg}
+	rec := revisions.TerminationRecord{Type: typ, Revision: n, PID: 100 + n, Error: msg}
 	if typ == revisions.RecordExit {
 		rec.ExitCode = 1
 	}
-	if err := revisions.AppendTerminationRecord(e.l.TerminationLog, rec); err != nil {
+	if err := revisions.AppendTerminationRecord(e.l.TerminationLog, e.clock, rec); err != nil {
 		e.t.Fatal(err)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // Termination-log record types.
@@ -39,12 +41,13 @@ type TerminationRecord struct {
 }
 
 // AppendTerminationRecord appends rec as one JSON line to the termination log
-// at path, creating the file and its folder when missing. The line is written
-// with a single write on an O_APPEND descriptor and synced, so concurrent
-// writers never interleave and a record survives a crash right after.
-func AppendTerminationRecord(path string, rec TerminationRecord) error {
+// at path, creating the file and its folder when missing; a zero rec.Time
+// is stamped with clk's time, in UTC. The line is written with a single
+// write on an O_APPEND descriptor and synced, so concurrent writers never
+// interleave and a record survives a crash right after.
+func AppendTerminationRecord(path string, clk clock.PassiveClock, rec TerminationRecord) error {
 	if rec.Time.IsZero() {
-		rec.Time = time.Now().UTC()
+		rec.Time = clk.Now().UTC()
 	}
 	line, err := json.Marshal(rec)
 	if err != nil {

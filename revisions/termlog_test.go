@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/revgate/revgate/revisions"
 )
@@ -14,18 +17,22 @@ func TestTerminationLog(t *testing.T) {
 	if recs, err := revisions.ReadTerminationRecords(path); err != nil || recs != nil {
 		t.Fatalf("missing log: %v %v", recs, err)
 	}
+	// Records without a time get the clock's, in UTC; a time given is kept.
+	started := time.Date(2026, 1, 1, 12, 0, 0, 0, time.FixedZone("CET", 3600))
+	clk := clocktesting.NewFakePassiveClock(started)
+	exitAt := started.Add(time.Minute).UTC()
 	var wg sync.WaitGroup
 	for pid := 1; pid <= 20; pid++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := revisions.AppendTerminationRecord(path, revisions.TerminationRecord{Type: revisions.RecordStart, Revision: 3, PID: pid}); err != nil {
+			if err := revisions.AppendTerminationRecord(path, clk, revisions.TerminationRecord{Type: revisions.RecordStart, Revision: 3, PID: pid}); err != nil {
 				t.Error(err)
 			}
 		}()
 	}
 	wg.Wait()
-	if err := revisions.AppendTerminationRecord(path, revisions.TerminationRecord{Type: revisions.RecordExit, Revision: 3, PID: 7, Error: "bind: address in use", ExitCode: 1}); err != nil {
+	if err := revisions.AppendTerminationRecord(path, clk, revisions.TerminationRecord{Type: revisions.RecordExit, Revision: 3, PID: 7, Error: "bind: address in use", ExitCode: 1, Time: exitAt}); err != nil {
 		t.Fatal(err)
 	}
 	// A torn last line and foreign text are skipped.
@@ -46,7 +53,7 @@ func TestTerminationLog(t *testing.T) {
 	}
 	pids := map[int]bool{}
 	for _, r := range recs[:20] {
-		if r.Type != revisions.RecordStart || r.Revision != 3 || r.Time.IsZero() {
+		if r.Type != revisions.RecordStart || r.Revision != 3 || !r.Time.Equal(started) || r.Time.Location() != time.UTC {
 			t.Fatalf("record %+v", r)
 		}
 		pids[r.PID] = true
@@ -54,7 +61,7 @@ func TestTerminationLog(t *testing.T) {
 	if len(pids) != 20 {
 		t.Fatalf("interleaved or lost records: %d distinct pids", len(pids))
 	}
-	if last := recs[20]; last.Type != revisions.RecordExit || last.ExitCode != 1 || last.Error != "bind: address in use" {
+	if last := recs[20]; last.Type != revisions.RecordExit || last.ExitCode != 1 || last.Error != "bind: address in use" || !last.Time.Equal(exitAt) {
 		t.Fatalf("exit record %+v", last)
 	}
 }

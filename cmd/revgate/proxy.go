@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/utils/clock"
 
 	"github.com/revgate/revgate/internal/logging"
 	"github.com/revgate/revgate/internal/rawflag"
@@ -163,9 +164,9 @@ func recordFlagError(args []string, flagErr error) error {
 		return flagErr
 	}
 	pid := os.Getpid()
-	err := revisions.AppendTerminationRecord(path, revisions.TerminationRecord{Type: revisions.RecordStart, Revision: rev, PID: pid})
+	err := revisions.AppendTerminationRecord(path, clock.RealClock{}, revisions.TerminationRecord{Type: revisions.RecordStart, Revision: rev, PID: pid})
 	if err == nil {
-		err = revisions.AppendTerminationRecord(path, revisions.TerminationRecord{
+		err = revisions.AppendTerminationRecord(path, clock.RealClock{}, revisions.TerminationRecord{
 			Type: revisions.RecordExit, Revision: rev, PID: pid, Error: flagErr.Error(), ExitCode: 1,
 		})
 	}

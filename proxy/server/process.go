@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 
+	"k8s.io/utils/clock"
+
 	"github.com/revgate/revgate/proxy/model"
 	"github.com/revgate/revgate/revisions"
 )
@@ -38,8 +40,12 @@ func (p Process) Run(ctx context.Context) (err error) {
 	if pid == 0 {
 		pid = os.Getpid()
 	}
+	clk := p.Server.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	if p.TerminationLog != "" {
-		if err := revisions.AppendTerminationRecord(p.TerminationLog, revisions.TerminationRecord{
+		if err := revisions.AppendTerminationRecord(p.TerminationLog, clk, revisions.TerminationRecord{
 			Type: revisions.RecordStart, Revision: p.Revision, PID: pid,
 		}); err != nil {
 			plog.Error("cannot append the start record", "err", err)
@@ -48,7 +54,7 @@ func (p Process) Run(ctx context.Context) (err error) {
 			if err == nil {
 				return
 			}
-			if rerr := revisions.AppendTerminationRecord(p.TerminationLog, revisions.TerminationRecord{
+			if rerr := revisions.AppendTerminationRecord(p.TerminationLog, clk, revisions.TerminationRecord{
 				Type: revisions.RecordExit, Revision: p.Revision, PID: pid, Error: err.Error(), ExitCode: 1,
 			}); rerr != nil {
 				plog.Error("cannot append the exit record", "err", rerr)

@@ -17,8 +17,9 @@ func TestProcessRecords(t *testing.T) {
 	quiet := slog.New(slog.DiscardHandler)
 	t.Run("failure to load leaves start and exit records", func(t *testing.T) {
 		logPath := filepath.Join(t.TempDir(), "log", "termination.log")
+		clk := newFakeClock()
 		err := Process{
-			TerminationLog: logPath, Revision: 9, Logger: quiet,
+			TerminationLog: logPath, Revision: 9, Logger: quiet, Server: Options{Clock: clk},
 			Load: func() (*model.Snapshot, error) { return nil, errors.New("read configuration folder: missing") },
 		}.Run(context.Background())
 		if err == nil {
@@ -31,6 +32,11 @@ func TestProcessRecords(t *testing.T) {
 		if len(recs) != 2 || recs[0].Type != revisions.RecordStart || recs[0].Revision != 9 || recs[0].PID == 0 ||
 			recs[1].Type != revisions.RecordExit || recs[1].ExitCode != 1 || recs[1].Error != err.Error() {
 			t.Fatalf("records %+v", recs)
+		}
+		for _, r := range recs {
+			if !r.Time.Equal(clk.Now()) {
+				t.Fatalf("%s record at %s, want the gateway's clock's %s", r.Type, r.Time, clk.Now())
+			}
 		}
 	})
 	t.Run("clean shutdown leaves only the start record", func(t *testing.T) {
