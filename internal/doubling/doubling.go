@@ -1,10 +1,13 @@
 // Package doubling builds revgate's one backoff schedule: delays from an
 // initial one doubling up to a maximum, without jitter and without end
 // (cenkalti/backoff's ExponentialBackOff so configured). The supervisor's
-// restarts and watch retries and the startup monitor's retry schedule all
-// use it. Jitter spreads many clients hitting one server; here one node
-// retries one thing, and the delays are stated exactly in the README and
-// persisted (the monitor's next retry time), so there is none.
+// restarts and watch retries, the startup monitor's retry schedule and the
+// cluster loop's retries (list and watch calls during an API outage, failed
+// syncs) all use it. Jitter spreads many clients hitting one server; here
+// one node retries one thing (the few nodes of a cluster share an API
+// server, with waits capped at a second for its list and watch calls), and
+// the delays are stated exactly in the README and persisted (the monitor's
+// next retry time), so there is none.
 package doubling
 
 import (
