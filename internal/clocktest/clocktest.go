@@ -2,7 +2,8 @@
 // test must know before it steps the clock: whether the timer or ticker it
 // means to fire exists yet. A step taken before a loop armed its timer is
 // lost, and the fake's own HasWaiters cannot tell (its tickers never leave
-// it, even once stopped).
+// it, even once stopped). Its AfterFunc calls back in a goroutine of its
+// own, as the real clock does.
 package clocktest
 
 import (
@@ -22,7 +23,7 @@ type Clock struct {
 	tickers map[time.Duration]int
 }
 
-var _ clock.WithTicker = (*Clock)(nil)
+var _ clock.WithTickerAndDelayedExecution = (*Clock)(nil)
 
 // New returns a fake clock set to start.
 func New(start time.Time) *Clock {
@@ -45,6 +46,17 @@ func (c *Clock) NewTimer(d time.Duration) clock.Timer {
 
 // After is NewTimer's channel, so that it is tracked too.
 func (c *Clock) After(d time.Duration) <-chan time.Time { return c.NewTimer(d).C() }
+
+// AfterFunc calls f in its own goroutine once d has passed, as
+// time.AfterFunc does; the fake alone calls it with its lock held, where f
+// could not even read the clock. The timer is tracked as NewTimer's are.
+func (c *Clock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &timer{Timer: c.FakeClock.AfterFunc(d, func() { go f() }), c: c, at: c.Now().Add(d)}
+	c.timers[t] = struct{}{}
+	return t
+}
 
 // NewTicker returns a fake ticker counted until it is stopped.
 func (c *Clock) NewTicker(d time.Duration) clock.Ticker {

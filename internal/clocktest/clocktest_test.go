@@ -81,3 +81,34 @@ func TestAwaitPending(t *testing.T) {
 		t.Fatal("the timer armed meanwhile was not seen")
 	}
 }
+
+// Regression: the fake calls an AfterFunc callback with its lock held, so a
+// callback that reads the clock (the controller's debouncer does) hung the
+// step that fired it.
+func TestAfterFuncMayReadTheClock(t *testing.T) {
+	c := New(time.Unix(100, 0))
+	fired := make(chan time.Time, 1)
+	c.AfterFunc(time.Second, func() { fired <- c.Now() })
+	if c.Pending(time.Second) != 1 {
+		t.Fatal("AfterFunc is not tracked")
+	}
+	c.Step(time.Second)
+	select {
+	case at := <-fired:
+		if !at.Equal(time.Unix(101, 0)) {
+			t.Fatalf("fired at %s", at)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the callback did not run")
+	}
+	stopped := c.AfterFunc(time.Second, func() { fired <- c.Now() })
+	if !stopped.Stop() || c.Pending(time.Second) != 0 {
+		t.Fatal("a stopped AfterFunc is still pending")
+	}
+	c.Step(time.Second)
+	select {
+	case <-fired:
+		t.Fatal("a stopped AfterFunc ran")
+	case <-time.After(10 * time.Millisecond):
+	}
+}
