@@ -2,6 +2,7 @@ package controller
 
 import (
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 )
@@ -18,4 +19,10 @@ func ApplyDeploy(t *testing.T, cfg *rest.Config, name string) {
 func ReadDeploy(t *testing.T, name string) []byte {
 	t.Helper()
 	return readDeploy(t, name)
+}
+
+// WaitFor is waitFor, for the tests of package controller_test.
+func WaitFor(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	waitFor(t, d, what, cond)
 }

@@ -119,6 +119,11 @@ func TestRolloutAsServiceAccount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The binding reaches the authorizer's cache within a moment.
+	controller.WaitFor(t, 30*time.Second, "the rollout's rights", func() (bool, string) {
+		_, err := r.Statuses(ctx)
+		return err == nil, fmt.Sprint(err)
+	})
 	// The first call publishes the node's status; the join grace has passed
 	// by the second.
 	for i := 0; ; i++ {
