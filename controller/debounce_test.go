@@ -78,6 +78,31 @@ func TestDebouncer(t *testing.T) {
 	}
 }
 
+// TriggerAfter triggers once its wait has passed on the debouncer's clock,
+// and the run falls due a quiet period later.
+func TestDebouncerTriggerAfter(t *testing.T) {
+	clk := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	d := newDebouncer(clk, time.Second, 3*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- d.Wait(ctx) }()
+	d.TriggerAfter(time.Minute)
+	clk.Step(time.Minute - time.Millisecond)
+	waitPending(t, clk, time.Millisecond, 1)
+	clk.Step(time.Millisecond)
+	waitPending(t, clk, time.Second, 1) // the trigger came: a quiet period to go
+	select {
+	case err := <-done:
+		t.Fatalf("Wait returned %v before the quiet period", err)
+	default:
+	}
+	clk.Step(time.Second)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // waitPending waits until n timers of clk fall due d from now: the
 // goroutine that arms them is done with what came before.
 func waitPending(t *testing.T, clk *clocktest.Clock, d time.Duration, n int) {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
@@ -207,7 +208,7 @@ func TestRevisionFallbackIsRespected(t *testing.T) {
 
 	t.Run("a retried failure waits for the retry time", func(t *testing.T) {
 		e := e.in(t)
-		retry := time.Now().Add(time.Hour)
+		retry := e.clock.Now().Add(time.Hour)
 		fallBack(t, 2, revisions.ReasonNotReady, &retry)
 		ev := e.waitEvent(installer.PodNamespace, l.Target+"-"+e.opts.NodeName, EventRevisionFallback)
 		if !strings.Contains(ev.Message, "revision 2 failed with NotReady") || !strings.Contains(ev.Message, "serves revision 1") || !strings.Contains(ev.Message, retry.UTC().Format(time.RFC3339)) {
@@ -236,7 +237,7 @@ func TestRevisionFallbackIsRespected(t *testing.T) {
 			return false, ev.Message
 		})
 		e.settle()
-		time.Sleep(e.opts.RetryGrace)
+		e.clock.Step(24 * time.Hour)
 		e.settle()
 		if revs := e.revisions(); !reflect.DeepEqual(revs, []int{1, 2, 3}) {
 			t.Fatalf("revisions %v: a crash-looping snapshot was installed again", revs)
@@ -244,8 +245,17 @@ func TestRevisionFallbackIsRespected(t *testing.T) {
 	})
 	t.Run("a retry the monitor missed is installed by the controller", func(t *testing.T) {
 		e := e.in(t)
-		past := time.Now().Add(-time.Hour)
-		fallBack(t, 3, revisions.ReasonNotReady, &past)
+		retry := e.clock.Now().Add(time.Hour)
+		fallBack(t, 3, revisions.ReasonNotReady, &retry)
+		e.settle()
+		// At the retry time the monitor may still be about to roll it out:
+		// the controller gives it the retry grace.
+		e.clock.Step(time.Hour)
+		e.settle()
+		if revs := e.revisions(); !reflect.DeepEqual(revs, []int{1, 2, 3}) {
+			t.Fatalf("revisions %v: installed again within the retry grace", revs)
+		}
+		e.clock.Step(DefaultRetryGrace)
 		e.waitRevision(4)
 		e.waitEvent(installer.PodNamespace, l.Target+"-"+e.opts.NodeName, EventRevisionReinstalled)
 		if e.ingressFile(4, "web") != e.ingressFile(3, "web") {
@@ -302,8 +312,10 @@ func TestInterruptedInstallIsCompleted(t *testing.T) {
 	// Not published (revision 1's manifests in place): an interrupted install.
 	publish(1)
 	e.startController(c, nil)
+	// The installer publishes a revision after writing it: wait for both.
 	e.waitRevision(3)
-	if n, err := l.NewestPublishedRevision(f); err != nil || n != 3 {
-		t.Fatalf("published revision %d (%v), want 3", n, err)
-	}
+	waitFor(t, waitLong, "revision 3 published", func() (bool, string) {
+		n, err := l.NewestPublishedRevision(f)
+		return err == nil && n == 3, fmt.Sprintf("published revision %d (%v)", n, err)
+	})
 }

@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/revgate/revgate/installer"
+	"github.com/revgate/revgate/internal/clocktest"
 	"github.com/revgate/revgate/internal/kubetest"
 	"github.com/revgate/revgate/revisions"
 )
@@ -215,6 +216,37 @@ type env struct {
 	run    *running
 	// rollout is the controller's Rollout; nil: the default.
 	rollout Rollout
+	// clock is the controller's: it follows real time (see flow), and a
+	// test jumps it forward past a retry time or grace instead of sleeping.
+	clock *clocktest.Clock
+}
+
+// flowTick is the step in which an env's clock follows real time.
+const flowTick = 10 * time.Millisecond
+
+// flow moves clk on with real time, a flowTick at a time, until the test
+// ends: the controller's debouncing and polling go on as on the real
+// clock, while the API server's answers take the time they take.
+func flow(t *testing.T, clk *clocktest.Clock) {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(flowTick)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				clk.Step(flowTick)
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		close(done)
+		<-stopped
+	})
 }
 
 // running is the controller an env runs, shared by the env's copies.
@@ -256,9 +288,11 @@ func newEnv(t *testing.T, c clients) *env {
 			LockFile:       filepath.Join(root, "revgate.lock"),
 			TerminationLog: filepath.Join(root, "log", "termination.log"),
 		},
-		eps: &recordingWriter{},
-		run: &running{syncs: map[string]int{}},
+		eps:   &recordingWriter{},
+		run:   &running{syncs: map[string]int{}},
+		clock: clocktest.New(time.Now().Truncate(time.Second)),
 	}
+	flow(t, e.clock)
 	e.opts = Options{
 		Layout:         e.layout,
 		Render:         installer.RenderOptions{Binary: "/usr/local/bin/revgate"},
@@ -268,7 +302,6 @@ func newEnv(t *testing.T, c clients) *env {
 		PublishAddress: publishAddr,
 		QuietPeriod:    testQuiet,
 		MaxDelay:       testMax,
-		RetryGrace:     2 * time.Second,
 	}
 	t.Cleanup(func() {
 		e.stopController()
@@ -308,7 +341,7 @@ func (e *env) startController(c clients, edit func(*Options)) {
 	if err := opts.Validate(); err != nil {
 		e.t.Fatal(err)
 	}
-	ctl, err := New(opts, Deps{Client: c.client, Dynamic: c.dyn, Endpoints: e.eps, Rollout: e.rollout, Logger: testLogger(e.t)})
+	ctl, err := New(opts, Deps{Client: c.client, Dynamic: c.dyn, Endpoints: e.eps, Rollout: e.rollout, Clock: e.clock, Logger: testLogger(e.t)})
 	if err != nil {
 		e.t.Fatal(err)
 	}

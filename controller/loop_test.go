@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -125,7 +124,8 @@ func TestSnapshotsAndRevisions(t *testing.T) {
 		e.stopController()
 		e.startController(c, nil)
 		e.settle()
-		time.Sleep(2 * testMax)
+		e.clock.Step(2 * testMax)
+		e.settle()
 		if revs := e.revisions(); !reflect.DeepEqual(revs, []int{1, 2, 3}) {
 			t.Fatalf("revisions %v after a restart", revs)
 		}
