@@ -39,7 +39,10 @@ type Deps struct {
 	Rollout Rollout
 	// FS is the file-system seam; default revisions.OS().
 	FS revisions.FS
-	// Clock; default the real clock.
+	// Clock is the time of the debouncing, the disk poll and resync, the
+	// retries of failed syncs and of list and watch calls, and the
+	// installs' timestamps; default clock.RealClock. client-go's own
+	// timers (reflectors, the Event broadcaster) keep the real clock.
 	Clock clock.WithTickerAndDelayedExecution
 	// Logger; default slog.Default().
 	Logger *slog.Logger
