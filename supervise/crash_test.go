@@ -18,6 +18,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/clock"
+
+	"github.com/revgate/revgate/internal/sdnotify/sdnotifytest"
 )
 
 // startSupervisorProcess runs a supervisor in a child process on dir.
@@ -91,16 +93,7 @@ func TestSIGKILLedSupervisorTakesItsPodsAlongAndRestartsThem(t *testing.T) {
 }
 
 func TestSystemdNotifications(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "notify.sock")
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	t.Setenv("NOTIFY_SOCKET", sock)
-	t.Setenv("WATCHDOG_USEC", "200000")
-	t.Setenv("WATCHDOG_PID", strconv.Itoa(os.Getpid()))
-
+	sock := sdnotifytest.Listen(t, 200*time.Millisecond)
 	n, watchdog, ok, err := Systemd()
 	if err != nil || !ok || watchdog != 100*time.Millisecond {
 		t.Fatalf("Systemd() = ok %v, watchdog %s, err %v; want ok, 100ms", ok, watchdog, err)
@@ -112,17 +105,11 @@ func TestSystemdNotifications(t *testing.T) {
 	r := startSupervisor(t, New(opts))
 
 	seen := map[string]bool{}
+	deadline := time.Now().Add(20 * time.Second)
 	read := func(want string) {
 		t.Helper()
-		buf := make([]byte, 4096)
-		deadline := time.Now().Add(20 * time.Second)
 		for !seen[want] {
-			_ = conn.SetReadDeadline(deadline)
-			n, err := conn.Read(buf)
-			if err != nil {
-				t.Fatalf("waiting for %s: %v (seen %v)", want, err, seen)
-			}
-			msg := string(buf[:n])
+			msg := sock.Read(t, deadline)
 			if strings.HasPrefix(msg, "STATUS=") {
 				msg = "STATUS="
 			}
