@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/revgate/revgate/installer"
+	"github.com/revgate/revgate/internal/testcert"
 )
 
 // Creating an Ingress cuts a revision with it; editing it cuts exactly one
@@ -133,7 +134,7 @@ func TestSnapshotsAndRevisions(t *testing.T) {
 
 	t.Run("secrets are written 0600", func(t *testing.T) {
 		e := e.in(t)
-		crt, key := selfSignedPEM(t, "www.example")
+		crt, key := testcert.MustPEM(t, "www.example")
 		createTLSSecret(t, e, "web-tls", crt, key)
 		e.editIngress("web", func(ing *networkingv1.Ingress) {
 			ing.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{"www.example"}, SecretName: "web-tls"}}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/revgate/revgate/installer"
+	"github.com/revgate/revgate/internal/testcert"
 	"github.com/revgate/revgate/proxy/config"
 	"github.com/revgate/revgate/proxy/model"
 	"github.com/revgate/revgate/revisions"
@@ -390,7 +391,7 @@ func TestRenderedSnapshotLoads(t *testing.T) {
 	c := cluster("1")
 	// Real certificates, so that the TLS Secrets translate.
 	for _, s := range c.secrets {
-		crt, key := selfSignedPEM(t, "shop.example", "blog.example")
+		crt, key := testcert.MustPEM(t, "shop.example", "blog.example")
 		s.Data = map[string][]byte{"tls.crt": crt, "tls.key": key}
 	}
 	_, snap := selectAndRender(t, &renderer{}, c)

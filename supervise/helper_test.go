@@ -281,7 +281,9 @@ func stepUntil(t *testing.T, clk *clocktest.Clock, step time.Duration, what stri
 // them are done with what came before.
 func waitPending(t *testing.T, clk *clocktest.Clock, d time.Duration, n int) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%d timers of %s", n, d), func() bool { return clk.Pending(d) >= n })
+	if !clk.AwaitPending(d, n, 20*time.Second) {
+		t.Fatalf("timed out waiting for %d timers of %s", n, d)
+	}
 }
 
 // running is a Supervisor running in the background of a test.
