@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/revgate/revgate/installer"
+	"github.com/revgate/revgate/internal/cmdline"
 	"github.com/revgate/revgate/proxy/config"
 	"github.com/revgate/revgate/revisions"
 )
@@ -99,8 +100,8 @@ type Options struct {
 	Burst int
 }
 
-// AddFlags registers the controller's own flags; the layout and the
-// rendering flags are registered by the command with the installer's.
+// AddFlags registers the controller's own flags; the command registers the
+// layout and the rendering flags, as `revgate install` does.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.setDefaults()
 	if o.NodeName == "" {
@@ -139,9 +140,6 @@ func (o *Options) setDefaults() {
 		o.Burst = DefaultBurst
 	}
 }
-
-// ingressClassFlag is the proxy's flag for the class it serves.
-const ingressClassFlag = "--ingress-class="
 
 // Validate checks the options and fills in defaults: the layout is made
 // absolute (the pods do not run in this folder), the rendering options are
@@ -190,8 +188,11 @@ func (o *Options) Validate() error {
 		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must not be negative"))
 	}
 	o.Config.IngressClass = o.IngressClass
-	if n := len(o.Render.ProxyArgs); n == 0 || o.Render.ProxyArgs[n-1] != ingressClassFlag+o.IngressClass {
-		o.Render.ProxyArgs = append(o.Render.ProxyArgs, ingressClassFlag+o.IngressClass)
+	// Last among the proxy's arguments, so that the proxy serves this class
+	// whatever a --proxy-arg says.
+	class := cmdline.Arg(cmdline.IngressClassFlag, o.IngressClass)
+	if n := len(o.Render.ProxyArgs); n == 0 || o.Render.ProxyArgs[n-1] != class {
+		o.Render.ProxyArgs = append(o.Render.ProxyArgs, class)
 	}
 	return errors.Join(errs...)
 }

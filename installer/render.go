@@ -1,8 +1,10 @@
 package installer
 
 import (
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -13,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/revgate/revgate/internal/rawflag"
+	"github.com/revgate/revgate/internal/cmdline"
 	"github.com/revgate/revgate/revisions"
 )
 
@@ -27,35 +29,37 @@ const (
 	// namespace of node-level static pods on every Kubernetes distribution;
 	// the mirror pods appear there.
 	PodNamespace = "kube-system"
-	// AdminHost and AdminPort are where the probes reach the gateway's admin
-	// listener by default (its default address); a --admin-addr among the
-	// proxy arguments moves them.
-	AdminHost = "127.0.0.1"
-	AdminPort = 9901
-	// adminAddrFlag is the proxy's flag for its admin listener.
-	adminAddrFlag = "admin-addr"
 )
 
-// AdminEndpoint returns where the probes reach the admin listener of a proxy
-// started with args: the last --admin-addr (as the proxy's flag parsing
-// takes the last), an unspecified or wildcard host becoming 127.0.0.1. It
-// returns the defaults and given false when no usable --admin-addr is given.
-func AdminEndpoint(args []string) (host string, port int, given bool) {
-	host, port = AdminHost, AdminPort
-	v, ok := rawflag.Last(args, adminAddrFlag)
-	if !ok {
-		return host, port, false
+// adminEndpoint returns where the probes and the monitor reach the admin
+// listener of a proxy started with args: its --admin-addr as the proxy
+// reads it, an unspecified or wildcard host becoming 127.0.0.1; the
+// proxy's default address when that is unusable (or empty: no admin
+// listener, nothing to probe elsewhere).
+func adminEndpoint(args []string) (host string, port int) {
+	var l cmdline.Listeners
+	// Arguments that do not parse are the proxy's to fail on; its admin
+	// address is read all the same.
+	_ = cmdline.ParseProxyPart(args, &l)
+	if host, port, ok := localEndpoint(l.Admin); ok {
+		return host, port
 	}
-	h, p, err := net.SplitHostPort(v)
+	host, port, _ = localEndpoint(cmdline.NewProxy().Admin)
+	return host, port
+}
+
+// localEndpoint is where a local client reaches a listener bound to addr.
+func localEndpoint(addr string) (host string, port int, ok bool) {
+	h, p, err := net.SplitHostPort(addr)
 	if err != nil {
-		return host, port, false
+		return "", 0, false
 	}
 	n, err := strconv.Atoi(p)
 	if err != nil || n <= 0 || n > 65535 {
-		return host, port, false
+		return "", 0, false
 	}
 	if ip := net.ParseIP(h); h == "" || (ip != nil && ip.IsUnspecified()) {
-		h = AdminHost
+		h = "127.0.0.1"
 	}
 	return h, n, true
 }
@@ -101,8 +105,43 @@ func (o RenderOptions) defaulted() RenderOptions {
 	return o
 }
 
-// PublishFlag is the monitor's flag naming the publish mode.
-const PublishFlag = "publish"
+// Complete checks the options and makes them usable in pods that do not run
+// in this working folder: an empty Binary becomes this executable, and
+// Binary, MonitorKubeconfig and EndpointsFile become absolute paths.
+func (o *RenderOptions) Complete() error {
+	var errs []error
+	switch o.ImagePullPolicy {
+	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+	case "":
+		o.ImagePullPolicy = DefaultImagePullPolicy
+	default:
+		errs = append(errs, fmt.Errorf("invalid --image-pull-policy %q: want Always, IfNotPresent or Never", o.ImagePullPolicy))
+	}
+	if o.Publish == "" {
+		o.Publish = revisions.DefaultPublishMode
+	} else if _, err := revisions.ParsePublishMode(string(o.Publish)); err != nil {
+		errs = append(errs, fmt.Errorf("--publish: %w", err))
+	}
+	if o.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("find this executable for --binary: %w", err))
+		}
+		o.Binary = exe
+	}
+	for _, p := range []*string{&o.Binary, &o.MonitorKubeconfig, &o.EndpointsFile} {
+		if *p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("make %q absolute: %w", *p, err))
+			continue
+		}
+		*p = abs
+	}
+	return errors.Join(errs...)
+}
 
 // MonitorPodSuffix is appended to the target for the monitor pod's name.
 const MonitorPodSuffix = "-startup-monitor"
@@ -180,24 +219,18 @@ func OperandPod(l revisions.Layout, rev int, o RenderOptions, installedAt time.T
 	var m mounts
 	m.add("resources", l.RevisionDir(rev), true, corev1.HostPathDirectory)
 	m.add("log", filepath.Dir(l.TerminationLog), false, corev1.HostPathDirectoryOrCreate)
-	cmd := []string{o.Binary, "proxy",
-		"--config-dir=" + l.RevisionDir(rev),
-		"--revision=" + strconv.Itoa(rev),
-		"--termination-log=" + l.TerminationLog,
-	}
 	if o.EndpointsFile != "" {
 		m.add("live-endpoints", filepath.Dir(o.EndpointsFile), true, corev1.HostPathDirectoryOrCreate)
-		cmd = append(cmd, "--endpoints-file="+o.EndpointsFile)
 	}
-	cmd = append(cmd, o.ProxyArgs...)
-	adminHost, adminPort, _ := AdminEndpoint(o.ProxyArgs)
+	args := proxyArgs(l, rev, o)
+	adminHost, adminPort := adminEndpoint(args)
 	pod.Spec.RestartPolicy = corev1.RestartPolicyAlways
 	pod.Spec.Volumes = m.volumes
 	pod.Spec.Containers = []corev1.Container{{
 		Name:                     "proxy",
 		Image:                    o.Image,
 		ImagePullPolicy:          o.ImagePullPolicy,
-		Command:                  cmd,
+		Command:                  append([]string{o.Binary, cmdline.ProxyCommand}, args...),
 		Resources:                requests("100m", "64Mi"),
 		ReadinessProbe:           httpProbe(adminHost, adminPort, "/readyz", 1, 3, 0),
 		LivenessProbe:            httpProbe(adminHost, adminPort, "/livez", 10, 6, 30),
@@ -217,28 +250,10 @@ func MonitorPod(l revisions.Layout, rev int, o RenderOptions, installedAt time.T
 	m.add("manifests-dir", l.ManifestsDir, false, corev1.HostPathDirectoryOrCreate)
 	m.add("lock-dir", filepath.Dir(l.LockFile), false, corev1.HostPathDirectoryOrCreate)
 	m.add("log", filepath.Dir(l.TerminationLog), false, corev1.HostPathDirectoryOrCreate)
-	cmd := []string{o.Binary, "monitor",
-		"--revision=" + strconv.Itoa(rev),
-		"--target=" + l.Target,
-		"--resource-dir=" + l.ResourceDir,
-		"--manifests-dir=" + l.ManifestsDir,
-		"--lock-file=" + l.LockFile,
-		"--termination-log=" + l.TerminationLog,
-	}
-	// A proxy moved to another admin address is checked there; monitor
-	// arguments given explicitly come later and win.
-	if host, port, given := AdminEndpoint(o.ProxyArgs); given {
-		base := "http://" + net.JoinHostPort(host, strconv.Itoa(port))
-		cmd = append(cmd, "--healthz-url="+base+"/healthz", "--readyz-url="+base+"/readyz")
-	}
 	if o.MonitorKubeconfig != "" {
 		m.add("kubeconfig", o.MonitorKubeconfig, true, corev1.HostPathFile)
-		cmd = append(cmd, "--kubeconfig="+o.MonitorKubeconfig)
 	}
-	if o.Publish != revisions.PublishReplace {
-		cmd = append(cmd, "--"+PublishFlag+"="+string(o.Publish))
-	}
-	cmd = append(cmd, o.MonitorArgs...)
+	cmd := append([]string{o.Binary, cmdline.MonitorCommand}, monitorArgs(l, rev, o)...)
 	pod.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
 	pod.Spec.Volumes = m.volumes
 	pod.Spec.Containers = []corev1.Container{{
@@ -251,6 +266,34 @@ func MonitorPod(l revisions.Layout, rev int, o RenderOptions, installedAt time.T
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}}
 	return pod
+}
+
+// proxyArgs are the arguments of the operand's proxy: its revision folder,
+// revision, termination log and live endpoints file, then the free-form
+// proxy arguments, which come last and so win.
+func proxyArgs(l revisions.Layout, rev int, o RenderOptions) []string {
+	p := cmdline.NewProxy()
+	p.Dirs = []string{l.RevisionDir(rev)}
+	p.Revision = rev
+	p.TerminationLog = l.TerminationLog
+	p.EndpointsFile = o.EndpointsFile
+	return append(p.Args(), o.ProxyArgs...)
+}
+
+// monitorArgs are the arguments of the startup monitor of revision rev:
+// the layout, the proxy's admin endpoint (where the operand's own
+// arguments put it), the kubeconfig and the publish mode, then the
+// free-form monitor arguments, which come last and so win.
+func monitorArgs(l revisions.Layout, rev int, o RenderOptions) []string {
+	m := cmdline.NewMonitor()
+	m.Revision = rev
+	m.Layout = cmdline.Layout(l)
+	host, port := adminEndpoint(proxyArgs(l, rev, o))
+	base := "http://" + net.JoinHostPort(host, strconv.Itoa(port))
+	m.HealthzURL, m.ReadyzURL = base+"/healthz", base+"/readyz"
+	m.Kubeconfig = o.MonitorKubeconfig
+	m.Publish = string(o.Publish)
+	return append(m.Args(), o.MonitorArgs...)
 }
 
 // Marshal renders a pod as YAML.

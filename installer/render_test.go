@@ -3,8 +3,11 @@ package installer_test
 import (
 	"bytes"
 	"flag"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -128,27 +131,40 @@ func TestRenderGolden(t *testing.T) {
 	}
 }
 
-func TestAdminEndpoint(t *testing.T) {
+// The probes and the startup monitor reach the proxy where its arguments
+// put the admin listener, as the proxy reads them.
+func TestAdminEndpointFollowsProxyArgs(t *testing.T) {
+	l := revisions.Layout{}.Defaulted()
 	for _, tt := range []struct {
-		name  string
-		args  []string
-		host  string
-		port  int
-		given bool
+		name string
+		args []string
+		host string
+		port int
 	}{
-		{"default", nil, "127.0.0.1", 9901, false},
-		{"equals", []string{"--http-addr=:8080", "--admin-addr=127.0.0.2:9100"}, "127.0.0.2", 9100, true},
-		{"separate value", []string{"--admin-addr", "[::1]:9200"}, "::1", 9200, true},
-		{"wildcard host", []string{"--admin-addr=0.0.0.0:9300"}, "127.0.0.1", 9300, true},
-		{"empty host", []string{"--admin-addr=:9400"}, "127.0.0.1", 9400, true},
-		{"last wins", []string{"--admin-addr=:9500", "--admin-addr=:9600"}, "127.0.0.1", 9600, true},
-		{"unusable ignored", []string{"--admin-addr=nonsense", "--admin-addr=:0"}, "127.0.0.1", 9901, false},
-		{"other flag", []string{"--admin-address=:9700"}, "127.0.0.1", 9901, false},
+		{"default", nil, "127.0.0.1", 9901},
+		{"equals", []string{"--http-addr=:8080", "--admin-addr=127.0.0.2:9100"}, "127.0.0.2", 9100},
+		{"separate value", []string{"--admin-addr", "[::1]:9200"}, "::1", 9200},
+		{"wildcard host", []string{"--admin-addr=0.0.0.0:9300"}, "127.0.0.1", 9300},
+		{"empty host", []string{"--admin-addr=:9400"}, "127.0.0.1", 9400},
+		{"last wins", []string{"--admin-addr=:9500", "--admin-addr=:9600"}, "127.0.0.1", 9600},
+		{"unusable ignored", []string{"--admin-addr=nonsense", "--admin-addr=:0"}, "127.0.0.1", 9901},
+		{"disabled", []string{"--admin-addr="}, "127.0.0.1", 9901},
+		{"other flag", []string{"--admin-address=:9700"}, "127.0.0.1", 9901},
+		{"beside flags that do not parse", []string{"--no-such-flag", "--drain-timeout=soon", "--admin-addr=:9800"}, "127.0.0.1", 9800},
+		{"value of a skipped flag", []string{"--idle-timeout", "--admin-addr=:9900"}, "127.0.0.1", 9901},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			host, port, given := installer.AdminEndpoint(tt.args)
-			if host != tt.host || port != tt.port || given != tt.given {
-				t.Fatalf("got %s:%d %v, want %s:%d %v", host, port, given, tt.host, tt.port, tt.given)
+			o := installer.RenderOptions{Binary: "/usr/bin/revgate", ProxyArgs: tt.args}
+			c := installer.OperandPod(l, 7, o, installedAt).Spec.Containers[0]
+			for _, p := range []*corev1.Probe{c.ReadinessProbe, c.LivenessProbe} {
+				if g := p.HTTPGet; g.Host != tt.host || g.Port.IntValue() != tt.port {
+					t.Fatalf("probe %s at %s:%d, want %s:%d", g.Path, g.Host, g.Port.IntValue(), tt.host, tt.port)
+				}
+			}
+			healthz := "--healthz-url=http://" + net.JoinHostPort(tt.host, strconv.Itoa(tt.port)) + "/healthz"
+			cmd := installer.MonitorPod(l, 7, o, installedAt).Spec.Containers[0].Command
+			if moved := tt.port != 9901 || tt.host != "127.0.0.1"; slices.Contains(cmd, healthz) != moved {
+				t.Fatalf("monitor command %q, want %s only when the address moved", cmd, healthz)
 			}
 		})
 	}

@@ -24,7 +24,7 @@ import (
 func TestMonitorAcceptsLibraryGoFlags(t *testing.T) {
 	o := &monitorOptions{}
 	fs := pflag.NewFlagSet("monitor", pflag.ContinueOnError)
-	o.addFlags(fs)
+	o.AddFlags(fs)
 	args := []string{"--revision=7", "--fallback-timeout-duration=33s", "--resource-dir=/etc/kubernetes/static-pod-resources",
 		"--manifests-dir=/etc/kubernetes/manifests", "--target-name=kube-apiserver",
 		"--installer-lock-file=/var/lock/kube-apiserver-installer-lock", "--node-name=master-0", "--kubeconfig=/k"}
@@ -36,7 +36,7 @@ func TestMonitorAcceptsLibraryGoFlags(t *testing.T) {
 	}
 	want := revisions.Layout{Target: "kube-apiserver", ResourceDir: "/etc/kubernetes/static-pod-resources", ManifestsDir: "/etc/kubernetes/manifests",
 		LockFile: "/var/lock/kube-apiserver-installer-lock", TerminationLog: "/var/log/kube-apiserver/termination.log"}
-	if o.revision != 7 || o.fallbackTimeout != 33*time.Second || o.layout != want || o.nodeName != "master-0" || o.kubeconfig != "/k" {
+	if o.Revision != 7 || o.FallbackTimeout != 33*time.Second || o.layout != want || o.NodeName != "master-0" || o.Kubeconfig != "/k" {
 		t.Fatalf("options %+v", o)
 	}
 	var help strings.Builder
@@ -72,7 +72,7 @@ func TestInstallAcceptsLibraryGoFlags(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := &installOptions{}
 			cmd := &cobra.Command{}
-			o.addFlags(cmd)
+			o.AddFlags(cmd.Flags())
 			err := cmd.Flags().Parse(tc.args)
 			if err == nil {
 				err = o.validate()
@@ -96,11 +96,11 @@ func TestInstallAcceptsLibraryGoFlags(t *testing.T) {
 func TestNodeNameFromEnvironment(t *testing.T) {
 	t.Setenv("NODE_NAME", "master-0")
 	io := &installOptions{}
-	io.addFlags(&cobra.Command{})
+	io.AddFlags(pflag.NewFlagSet("install", pflag.ContinueOnError))
 	mo := &monitorOptions{}
-	mo.addFlags(pflag.NewFlagSet("monitor", pflag.ContinueOnError))
-	if io.nodeName != "master-0" || mo.nodeName != "master-0" {
-		t.Fatalf("install %q, monitor %q, want master-0", io.nodeName, mo.nodeName)
+	mo.AddFlags(pflag.NewFlagSet("monitor", pflag.ContinueOnError))
+	if io.NodeName != "master-0" || mo.NodeName != "master-0" {
+		t.Fatalf("install %q, monitor %q, want master-0", io.NodeName, mo.NodeName)
 	}
 }
 

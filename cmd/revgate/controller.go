@@ -14,6 +14,7 @@ import (
 
 	"github.com/revgate/revgate/controller"
 	"github.com/revgate/revgate/controller/rollout"
+	"github.com/revgate/revgate/internal/cmdline"
 	"github.com/revgate/revgate/internal/logging"
 )
 
@@ -21,21 +22,24 @@ import (
 // the pod-rendering flags of `revgate install`, and the controller's own.
 type controllerOptions struct {
 	controller.Options
+	// render are the pod-rendering flags, made Options.Render by validate.
+	render cmdline.Render
 	// Rollout says whether snapshots roll out node by node.
 	Rollout rollout.Flags
 }
 
 func (o *controllerOptions) addFlags(cmd *cobra.Command) {
 	fs := cmd.Flags()
-	addLayoutFlags(fs, &o.Layout, withLock|withTerminationLog)
-	o.Render.AddFlags(fs)
+	addLayoutFlags(fs, &o.Layout, cmdline.WithLock|cmdline.WithTerminationLog)
+	o.render.AddFlags(fs)
 	// As install and monitor: $NODE_NAME, else the host name.
-	o.NodeName = defaultNodeName()
+	o.NodeName = cmdline.DefaultNodeName()
 	o.Options.AddFlags(fs)
 	o.Rollout.AddFlags(fs)
 }
 
 func (o *controllerOptions) validate() error {
+	o.Render = renderOptions(o.render)
 	if err := errors.Join(o.Options.Validate(), o.Rollout.Validate(o.Layout.Target, o.NodeName), checkProxyListeners(o.Render.ProxyArgs)); err != nil {
 		return err
 	}

@@ -12,11 +12,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/revgate/revgate/installer"
+	"github.com/revgate/revgate/internal/cmdline"
 	"github.com/revgate/revgate/internal/logging"
 	"github.com/revgate/revgate/monitor"
 	"github.com/revgate/revgate/proxy/config"
@@ -36,66 +37,30 @@ var (
 	_ installer.PodEventSink = (*monitor.NodeMirrorPods)(nil)
 )
 
-// installOptions are the flags of `revgate install`.
+// installOptions are the flags of `revgate install`; validate completes
+// layout and render from them.
 type installOptions struct {
+	cmdline.Install
 	layout revisions.Layout
-
-	sourceDir string
-
-	kubeconfig         string
-	nodeName           string
-	namespace          string
-	configMaps         []string
-	secrets            []string
-	optionalConfigMaps []string
-	optionalSecrets    []string
-	revisionedNames    bool
-	retryTimeout       time.Duration
-
-	revision    int
-	render      installer.RenderOptions
-	lockTimeout time.Duration
-	strict      bool
-	noPublish   bool
+	render installer.RenderOptions
 }
 
-func (o *installOptions) addFlags(cmd *cobra.Command) {
-	fs := cmd.Flags()
-	fs.StringVar(&o.sourceDir, "source-dir", "", "local configuration folder: configmaps/<name>/<key>, secrets/<name>/<key>; plain files become keys of the ConfigMap \"config\"")
-	addLayoutFlags(fs, &o.layout, withLock|withTerminationLog)
-	fs.IntVar(&o.revision, "revision", 0, "revision to install (default: highest installed + 1)")
-
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster to read ConfigMaps and Secrets from and record Events in")
-	fs.StringVar(&o.nodeName, "node-name", defaultNodeName(), "node name; Events are recorded on the mirror pod <target>-<node name> (default $NODE_NAME, else the host name)")
-	fs.StringVar(&o.namespace, "namespace", "", "namespace of the ConfigMaps and Secrets")
-	fs.StringSliceVar(&o.configMaps, "configmaps", nil, "ConfigMaps to install (comma-separated, repeatable)")
-	fs.StringSliceVar(&o.secrets, "secrets", nil, "Secrets to install (comma-separated, repeatable)")
-	fs.StringSliceVar(&o.optionalConfigMaps, "optional-configmaps", nil, "ConfigMaps to install when they exist")
-	fs.StringSliceVar(&o.optionalSecrets, "optional-secrets", nil, "Secrets to install when they exist")
-	fs.BoolVar(&o.revisionedNames, "revisioned-names", false, "read every ConfigMap and Secret named <name> as <name>-<revision>, the copies OpenShift's revision controller makes, and install it as <name> (needs --revision)")
-	fs.DurationVar(&o.retryTimeout, "retry-timeout", installer.DefaultRetryTimeout, "how long to retry a Kubernetes read failing with a connection error, 5xx or 429")
-
-	o.render.AddFlags(fs)
-	fs.DurationVar(&o.lockTimeout, "lock-timeout", revisions.DefaultLockTimeout, "how long to wait for the lock")
-	fs.BoolVar(&o.strict, "strict", false, "refuse the configuration on validation warnings too")
-	fs.BoolVar(&o.noPublish, "no-publish", false, "write the revision but do not publish its manifests")
-	addFlagAliases(fs, installFlagAliases)
-}
-
-// installFlagAliases are library-go installer flags spelled differently from
-// revgate's with the same meaning. Its other flags either have revgate's
-// spelling already (--kubeconfig, --revision, --namespace, --configmaps,
-// --secrets, --optional-configmaps, --optional-secrets, --resource-dir) or
-// mean something revgate does not do (--pod reads the pod from a ConfigMap,
-// revgate renders it; --timeout-duration bounds the whole install; --cert-dir
-// and --cert-* copy certificates outside revisions).
-var installFlagAliases = map[string]string{
-	"pod-manifest-dir":        "manifests-dir",
-	"pod-manifests-lock-file": "lock-file",
+// renderOptions are the installer's rendering options as the flags of r say.
+func renderOptions(r cmdline.Render) installer.RenderOptions {
+	return installer.RenderOptions{
+		Binary:            r.Binary,
+		Image:             r.Image,
+		ImagePullPolicy:   corev1.PullPolicy(r.ImagePullPolicy),
+		ProxyArgs:         r.ProxyArgs,
+		MonitorArgs:       r.MonitorArgs,
+		MonitorKubeconfig: r.MonitorKubeconfig,
+		Publish:           revisions.PublishMode(r.Publish),
+		EndpointsFile:     r.EndpointsFile,
+	}
 }
 
 func (o *installOptions) validate() error {
-	o.layout = o.layout.Defaulted()
+	o.layout = revisions.Layout(o.Layout).Defaulted()
 	var errs []error
 	if err := o.layout.Validate(); err != nil {
 		errs = append(errs, err)
@@ -106,33 +71,34 @@ func (o *installOptions) validate() error {
 		errs = append(errs, err)
 	}
 	o.layout = abs
+	o.render = renderOptions(o.Render)
 	if err := o.render.Complete(); err != nil {
 		errs = append(errs, err)
 	}
 	kube := o.kubeSource()
 	switch {
-	case o.sourceDir != "" && kube:
+	case o.SourceDir != "" && kube:
 		errs = append(errs, errors.New("--source-dir cannot be combined with the Kubernetes source flags"))
-	case o.sourceDir == "" && !kube:
+	case o.SourceDir == "" && !kube:
 		errs = append(errs, errors.New("no configuration source: give --source-dir, or --namespace with --configmaps/--secrets"))
-	case kube && o.namespace == "":
+	case kube && o.Namespace == "":
 		errs = append(errs, errors.New("--namespace is required with the Kubernetes source"))
-	case kube && len(o.configMaps)+len(o.secrets)+len(o.optionalConfigMaps)+len(o.optionalSecrets) == 0:
+	case kube && len(o.ConfigMaps)+len(o.Secrets)+len(o.OptionalConfigMaps)+len(o.OptionalSecrets) == 0:
 		errs = append(errs, errors.New("no objects to read: give --configmaps, --secrets or their optional forms"))
 	}
-	if (kube || o.kubeconfig != "") && o.nodeName == "" {
+	if (kube || o.Kubeconfig != "") && o.NodeName == "" {
 		errs = append(errs, errors.New("--node-name is required with the Kubernetes API (no hostname found)"))
 	}
-	if o.revision < 0 {
-		errs = append(errs, fmt.Errorf("invalid --revision %d", o.revision))
+	if o.Revision < 0 {
+		errs = append(errs, fmt.Errorf("invalid --revision %d", o.Revision))
 	}
-	if o.revisionedNames && (!kube || o.revision == 0) {
+	if o.RevisionedNames && (!kube || o.Revision == 0) {
 		errs = append(errs, errors.New("--revisioned-names needs the Kubernetes source and --revision: the names read are <name>-<revision>"))
 	}
 	if err := checkProxyListeners(o.render.ProxyArgs); err != nil {
 		errs = append(errs, err)
 	}
-	if o.lockTimeout < 0 || o.retryTimeout <= 0 {
+	if o.LockTimeout < 0 || o.RetryTimeout <= 0 {
 		errs = append(errs, errors.New("--lock-timeout and --retry-timeout must be positive"))
 	}
 	return errors.Join(errs...)
@@ -142,14 +108,14 @@ func (o *installOptions) validate() error {
 // --kubeconfig alone does not choose it: with --source-dir it only enables
 // Events.
 func (o *installOptions) kubeSource() bool {
-	return o.namespace != "" || len(o.configMaps)+len(o.secrets)+len(o.optionalConfigMaps)+len(o.optionalSecrets) > 0
+	return o.Namespace != "" || len(o.ConfigMaps)+len(o.Secrets)+len(o.OptionalConfigMaps)+len(o.OptionalSecrets) > 0
 }
 
 // client returns a client from --kubeconfig, or from the default loading
 // rules (KUBECONFIG, ~/.kube/config, in-cluster) when it is empty.
 func (o *installOptions) client() (kubernetes.Interface, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.kubeconfig
+	rules.ExplicitPath = o.Kubeconfig
 	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
@@ -163,21 +129,21 @@ func (o *installOptions) client() (kubernetes.Interface, error) {
 }
 
 func (o *installOptions) source(client kubernetes.Interface, log *slog.Logger) installer.Source {
-	if o.sourceDir != "" {
-		return &installer.LocalSource{Dir: o.sourceDir, Logger: log}
+	if o.SourceDir != "" {
+		return &installer.LocalSource{Dir: o.SourceDir, Logger: log}
 	}
 	src := &installer.KubeSource{
 		Logger:             log,
 		Client:             client,
-		Namespace:          o.namespace,
-		ConfigMaps:         o.configMaps,
-		Secrets:            o.secrets,
-		OptionalConfigMaps: o.optionalConfigMaps,
-		OptionalSecrets:    o.optionalSecrets,
-		RetryTimeout:       o.retryTimeout,
+		Namespace:          o.Namespace,
+		ConfigMaps:         o.ConfigMaps,
+		Secrets:            o.Secrets,
+		OptionalConfigMaps: o.OptionalConfigMaps,
+		OptionalSecrets:    o.OptionalSecrets,
+		RetryTimeout:       o.RetryTimeout,
 	}
-	if o.revisionedNames {
-		src.Revision = o.revision
+	if o.RevisionedNames {
+		src.Revision = o.Revision
 	}
 	return src
 }
@@ -189,7 +155,9 @@ func (o *installOptions) source(client kubernetes.Interface, log *slog.Logger) i
 // do not parse (a test may hand the proxy a bad flag on purpose) leave the
 // defaults, and the monitor judges what the proxy makes of them.
 func validationOptions(proxyArgs []string) config.Options {
-	opts, _, _ := parseProxyArgs(proxyArgs)
+	c, _, _ := parseProxyArgs(proxyArgs)
+	opts := configOptions(c)
+	opts.Dirs, opts.LastKnownGoodDir = nil, ""
 	return opts
 }
 
@@ -198,7 +166,7 @@ func validationOptions(proxyArgs []string) config.Options {
 // node, so no command renders such a proxy pod.
 func checkProxyListeners(proxyArgs []string) error {
 	if _, listeners, ok := parseProxyArgs(proxyArgs); ok {
-		if err := listeners.Validate(); err != nil {
+		if err := server.ListenerFlags(listeners).Validate(); err != nil {
 			return fmt.Errorf("--proxy-arg: %w", err)
 		}
 	}
@@ -208,21 +176,12 @@ func checkProxyListeners(proxyArgs []string) error {
 // parseProxyArgs reads the configuration and listener flags out of the
 // rendered proxy's arguments; ok is false (and the defaults are returned)
 // when they do not parse.
-func parseProxyArgs(proxyArgs []string) (opts config.Options, listeners server.ListenerFlags, ok bool) {
-	fs := pflag.NewFlagSet("proxy", pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.ParseErrorsAllowlist.UnknownFlags = true
-	opts.AddFlags(fs)
-	listeners.AddFlags(fs)
-	if err := fs.Parse(proxyArgs); err != nil {
-		opts, listeners = config.Options{}, server.ListenerFlags{}
-		defaults := pflag.NewFlagSet("defaults", pflag.ContinueOnError)
-		opts.AddFlags(defaults)
-		listeners.AddFlags(defaults)
-		return opts, listeners, false
+func parseProxyArgs(proxyArgs []string) (c cmdline.Config, l cmdline.Listeners, ok bool) {
+	if err := cmdline.ParseProxyPart(proxyArgs, &c, &l); err != nil {
+		d := cmdline.NewProxy()
+		return d.Config, d.Listeners, false
 	}
-	opts.Dirs, opts.LastKnownGoodDir = nil, ""
-	return opts, listeners, true
+	return c, l, true
 }
 
 // gatewayValidator checks a staged configuration with the same loader and
@@ -256,7 +215,7 @@ func gatewayValidator(opts config.Options) installer.Validator {
 func (o *installOptions) run(ctx context.Context, w io.Writer) error {
 	log := logging.New(nil, slog.LevelInfo)
 	var client kubernetes.Interface
-	if o.kubeSource() || o.kubeconfig != "" {
+	if o.kubeSource() || o.Kubeconfig != "" {
 		var err error
 		if client, err = o.client(); err != nil {
 			return err
@@ -266,17 +225,17 @@ func (o *installOptions) run(ctx context.Context, w io.Writer) error {
 		Layout:      o.layout,
 		Source:      o.source(client, log),
 		Validator:   gatewayValidator(validationOptions(o.render.ProxyArgs)),
-		Strict:      o.strict,
+		Strict:      o.Strict,
 		Render:      o.render,
-		Revision:    o.revision,
-		LockTimeout: o.lockTimeout,
-		NoPublish:   o.noPublish,
+		Revision:    o.Revision,
+		LockTimeout: o.LockTimeout,
+		NoPublish:   o.NoPublish,
 		Logger:      log,
 	}
 	if client != nil {
 		// Events go on the operand's mirror pod, <pod name>-<node name>, the
 		// object the monitor records its Events on too.
-		in.PodEvents = &monitor.NodeMirrorPods{Client: client, Namespace: installer.PodNamespace, Node: o.nodeName}
+		in.PodEvents = &monitor.NodeMirrorPods{Client: client, Namespace: installer.PodNamespace, Node: o.NodeName}
 	}
 	if d, err := time.ParseDuration(os.Getenv(stepDelayEnv)); err == nil && d > 0 {
 		in.AfterStep = func(string) { time.Sleep(d) }
@@ -303,7 +262,7 @@ func (o *installOptions) run(ctx context.Context, w io.Writer) error {
 func newInstallCommand() *cobra.Command {
 	o := &installOptions{}
 	cmd := &cobra.Command{
-		Use:   "install",
+		Use:   cmdline.InstallCommand,
 		Short: "Write a new revision of the gateway configuration and publish its static pods",
 		Long: `Install validates a configuration, writes it as revision N (default: the
 highest installed + 1) under <resource-dir>/<target>-pod-<N>/ together with the
@@ -318,7 +277,7 @@ revisioned copies <name>-<revision> of the ConfigMaps and Secrets.`,
 		Args: cobra.NoArgs,
 		RunE: runE(o),
 	}
-	o.addFlags(cmd)
+	o.AddFlags(cmd.Flags())
 	return cmd
 }
 

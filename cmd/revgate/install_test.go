@@ -18,6 +18,7 @@ import (
 
 	"github.com/revgate/revgate/installer"
 	"github.com/revgate/revgate/installer/installertest"
+	"github.com/revgate/revgate/internal/cmdline"
 	"github.com/revgate/revgate/internal/kubetest"
 	"github.com/revgate/revgate/revisions"
 )
@@ -30,7 +31,7 @@ func TestInstallFlags(t *testing.T) {
 		"configmaps": "[]", "secrets": "[]", "optional-configmaps": "[]", "optional-secrets": "[]",
 		"termination-log": "", "binary": "", "image": "revgate:latest", "image-pull-policy": "IfNotPresent",
 		"proxy-arg": "[]", "monitor-arg": "[]", "lock-timeout": "2m0s", "strict": "false", "no-publish": "false",
-		"retry-timeout": "1m0s", "node-name": defaultNodeName(), "endpoints-file": "", "publish": "slots",
+		"retry-timeout": "1m0s", "node-name": cmdline.DefaultNodeName(), "endpoints-file": "", "publish": "slots",
 	}
 	for name, def := range defaults {
 		f := cmd.Flags().Lookup(name)
@@ -89,8 +90,8 @@ func TestInstallOptionsParse(t *testing.T) {
 			args: []string{"--namespace=n", "--configmaps=a,b", "--configmaps=c", "--optional-secrets=s",
 				"--proxy-arg=--upstreams=a,b", "--proxy-arg=--x", "--monitor-arg=--timeout=1s", "--binary=bin/revgate"},
 			check: func(t *testing.T, o *installOptions) {
-				if !reflect.DeepEqual(o.configMaps, []string{"a", "b", "c"}) || !reflect.DeepEqual(o.optionalSecrets, []string{"s"}) {
-					t.Fatalf("configmaps %v optional secrets %v", o.configMaps, o.optionalSecrets)
+				if !reflect.DeepEqual(o.ConfigMaps, []string{"a", "b", "c"}) || !reflect.DeepEqual(o.OptionalSecrets, []string{"s"}) {
+					t.Fatalf("configmaps %v optional secrets %v", o.ConfigMaps, o.OptionalSecrets)
 				}
 				if !reflect.DeepEqual(o.render.ProxyArgs, []string{"--upstreams=a,b", "--x"}) || !reflect.DeepEqual(o.render.MonitorArgs, []string{"--timeout=1s"}) {
 					t.Fatalf("proxy args %v monitor args %v", o.render.ProxyArgs, o.render.MonitorArgs)
@@ -105,7 +106,7 @@ func TestInstallOptionsParse(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			o := &installOptions{}
 			cmd := &cobra.Command{}
-			o.addFlags(cmd)
+			o.AddFlags(cmd.Flags())
 			if err := cmd.Flags().Parse(tt.args); err != nil {
 				t.Fatal(err)
 			}

@@ -8,38 +8,26 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/revgate/revgate/internal/cmdline"
 	"github.com/revgate/revgate/internal/logging"
 	"github.com/revgate/revgate/monitor"
 	"github.com/revgate/revgate/revisions"
 )
 
-// monitorOptions are the flags of `revgate monitor`.
+// monitorOptions are the flags of `revgate monitor`; validate completes
+// layout from them.
 type monitorOptions struct {
-	revision           int
-	layout             revisions.Layout
-	healthzURL         string
-	readyzURL          string
-	fallbackTimeout    time.Duration
-	probeInterval      time.Duration
-	readySuccesses     int
-	crashloopThreshold int
-	retryInitial       time.Duration
-	retryMax           time.Duration
-	kubeconfig         string
-	nodeName           string
-	namespace          string
-	lockTimeout        time.Duration
-	publish            string
+	cmdline.Monitor
+	layout revisions.Layout
 }
 
-func init() {
-	o := &monitorOptions{}
+// newMonitorCommand is `revgate monitor`, parsing its flags into o.
+func newMonitorCommand(o *monitorOptions) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "monitor --revision N",
+		Use:   cmdline.MonitorCommand + " --revision N",
 		Short: "Watch a newly published revision; make it last-known-good or fall back",
 		Long: `monitor watches revision N after the installer published it: its start records
 in the termination log, /healthz, /readyz?verbose and, with --kubeconfig, its
@@ -61,96 +49,69 @@ OpenShift's startup-monitor spellings --fallback-timeout-duration,
 			return o.run(cmd.Context())
 		},
 	}
-	o.addFlags(cmd.Flags())
-	rootCmd.AddCommand(cmd)
+	o.AddFlags(cmd.Flags())
+	return cmd
 }
 
-func (o *monitorOptions) addFlags(fs *pflag.FlagSet) {
-	fs.IntVar(&o.revision, "revision", 0, "revision to watch (required)")
-	addLayoutFlags(fs, &o.layout, withLock|withTerminationLog)
-	fs.StringVar(&o.healthzURL, "healthz-url", monitor.DefaultHealthzURL, "operand's healthz endpoint")
-	fs.StringVar(&o.readyzURL, "readyz-url", monitor.DefaultReadyzURL, "operand's readyz endpoint (asked with ?verbose)")
-	fs.DurationVar(&o.fallbackTimeout, "fallback-timeout", monitor.DefaultFallbackTimeout, "time from seeing the revision published to falling back")
-	fs.DurationVar(&o.probeInterval, "probe-interval", monitor.DefaultProbeInterval, "interval between checks")
-	fs.IntVar(&o.readySuccesses, "ready-successes", monitor.DefaultReadySuccesses, "passes in a row that make the revision good")
-	fs.IntVar(&o.crashloopThreshold, "crashloop-threshold", monitor.DefaultCrashloopThreshold, "starts in one rollout that decide CrashLooping at once")
-	fs.DurationVar(&o.retryInitial, "retry-initial", monitor.DefaultRetryInitial, "first wait before a failed revision is rolled out again")
-	fs.DurationVar(&o.retryMax, "retry-max", monitor.DefaultRetryMax, "longest wait between retries")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig: check the mirror pod and record Events on it")
-	fs.StringVar(&o.nodeName, "node-name", defaultNodeName(), "node name; the mirror pod is <pod name>-<node name> (default $NODE_NAME, else the host name)")
-	fs.StringVar(&o.namespace, "namespace", "kube-system", "namespace of the mirror pod")
-	fs.DurationVar(&o.lockTimeout, "lock-timeout", revisions.DefaultLockTimeout, "longest wait for the lock")
-	fs.StringVar(&o.publish, "publish", string(revisions.PublishReplace), "how the installer published the revision: slots (beside the serving revision) or replace (over the one operand manifest); the installer renders it")
-	addFlagAliases(fs, monitorFlagAliases)
-}
-
-// monitorFlagAliases are library-go startup-monitor flags spelled
-// differently from revgate's with the same meaning. --kubeconfig, --revision,
-// --resource-dir, --manifests-dir and --node-name are spelled alike;
-// --log-file-path has no counterpart (revgate logs to stderr or journald).
-var monitorFlagAliases = map[string]string{
-	"fallback-timeout-duration": "fallback-timeout",
-	"target-name":               "target",
-	"installer-lock-file":       "lock-file",
-}
+func init() { rootCmd.AddCommand(newMonitorCommand(&monitorOptions{})) }
 
 func (o *monitorOptions) validate() error {
-	if o.revision <= 0 {
+	if o.Revision <= 0 {
 		return errors.New("--revision is required and must be positive")
 	}
-	if o.kubeconfig != "" && o.nodeName == "" {
+	if o.Kubeconfig != "" && o.NodeName == "" {
 		return errors.New("--node-name is required with --kubeconfig")
 	}
-	for name, d := range map[string]time.Duration{"--fallback-timeout": o.fallbackTimeout, "--probe-interval": o.probeInterval,
-		"--retry-initial": o.retryInitial, "--retry-max": o.retryMax, "--lock-timeout": o.lockTimeout} {
+	for name, d := range map[string]time.Duration{"--fallback-timeout": o.FallbackTimeout, "--probe-interval": o.ProbeInterval,
+		"--retry-initial": o.RetryInitial, "--retry-max": o.RetryMax, "--lock-timeout": o.LockTimeout} {
 		if d <= 0 {
 			return fmt.Errorf("%s must be positive, got %s", name, d)
 		}
 	}
-	if o.readySuccesses < 1 {
-		return fmt.Errorf("--ready-successes must be at least 1, got %d", o.readySuccesses)
+	if o.ReadySuccesses < 1 {
+		return fmt.Errorf("--ready-successes must be at least 1, got %d", o.ReadySuccesses)
 	}
-	if o.crashloopThreshold < 2 {
-		return fmt.Errorf("--crashloop-threshold must be at least 2, got %d", o.crashloopThreshold)
+	if o.CrashloopThreshold < 2 {
+		return fmt.Errorf("--crashloop-threshold must be at least 2, got %d", o.CrashloopThreshold)
 	}
-	if _, err := revisions.ParsePublishMode(o.publish); err != nil {
+	if _, err := revisions.ParsePublishMode(o.Publish); err != nil {
 		return fmt.Errorf("--publish: %w", err)
 	}
-	o.layout = o.layout.Defaulted()
+	o.layout = revisions.Layout(o.Layout).Defaulted()
 	return o.layout.Validate()
 }
 
 func (o *monitorOptions) run(ctx context.Context) error {
 	log := logging.New(nil, slog.LevelInfo)
 	opts := monitor.Options{
-		Revision:           o.revision,
+		Revision:           o.Revision,
 		Layout:             o.layout,
-		HealthzURL:         o.healthzURL,
-		ReadyzURL:          o.readyzURL,
-		FallbackTimeout:    o.fallbackTimeout,
-		ProbeInterval:      o.probeInterval,
-		ReadySuccesses:     o.readySuccesses,
-		CrashloopThreshold: o.crashloopThreshold,
-		RetryInitial:       o.retryInitial,
-		RetryMax:           o.retryMax,
-		LockTimeout:        o.lockTimeout,
+		HealthzURL:         o.HealthzURL,
+		ReadyzURL:          o.ReadyzURL,
+		FallbackTimeout:    o.FallbackTimeout,
+		ProbeInterval:      o.ProbeInterval,
+		ReadySuccesses:     o.ReadySuccesses,
+		CrashloopThreshold: o.CrashloopThreshold,
+		RetryInitial:       o.RetryInitial,
+		RetryMax:           o.RetryMax,
+		LockTimeout:        o.LockTimeout,
 		Logger:             log,
-		Publish:            revisions.PublishMode(o.publish),
+		Publish:            revisions.PublishMode(o.Publish),
 	}
-	if o.kubeconfig != "" {
-		client, err := monitorKubeClient(o.kubeconfig)
+	if o.Kubeconfig != "" {
+		client, err := monitorKubeClient(o.Kubeconfig)
 		if err != nil {
 			return err
 		}
 		if opts.Publish == revisions.PublishSlots {
 			// The operand's mirror pod is named after the slot it runs in.
-			opts.Mirrors = &monitor.NodeMirrorPods{Client: client, Namespace: o.namespace, Node: o.nodeName}
+			opts.Mirrors = &monitor.NodeMirrorPods{Client: client, Namespace: o.Namespace, Node: o.NodeName}
 		} else {
-			name, err := monitor.MirrorPodName(revisions.OS(), o.layout, o.revision, o.nodeName)
+			name, err := monitor.MirrorPodName(revisions.OS(), o.layout, o.Revision, o.NodeName)
 			if err != nil {
 				return err
 			}
-			mp := &monitor.MirrorPod{Client: client, Namespace: o.namespace, Name: name, Node: o.nodeName}
+			mp := &monitor.MirrorPod{Client: client, Namespace: o.Namespace, Name: name, Node: o.NodeName}
 			opts.Pods, opts.Events = mp, mp
 		}
 	}

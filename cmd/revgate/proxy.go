@@ -7,14 +7,12 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
-	"strconv"
-	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/utils/clock"
 
+	"github.com/revgate/revgate/internal/cmdline"
 	"github.com/revgate/revgate/internal/logging"
-	"github.com/revgate/revgate/internal/rawflag"
 	"github.com/revgate/revgate/proxy/config"
 	"github.com/revgate/revgate/proxy/model"
 	"github.com/revgate/revgate/proxy/route"
@@ -23,73 +21,78 @@ import (
 	"github.com/revgate/revgate/revisions"
 )
 
-// Defaults of `revgate proxy` beyond those of proxy/server.
-const (
-	defaultTerminationLog = "/var/log/revgate/termination.log"
-	// defaultGCPercent trades memory for CPU: a proxy allocates per request
-	// and its live heap is small, so collecting less often is cheap.
-	defaultGCPercent = 400
-)
-
 // proxyOptions are the flags of `revgate proxy`.
 type proxyOptions struct {
-	config         config.Options
-	server         server.Options
-	listeners      server.ListenerFlags
-	escapedSlashes string
-	mergeSlashes   bool
-	terminationLog string
-	gcPercent      int
-	logLevel       string
+	cmdline.Proxy
 }
 
-func (o *proxyOptions) addFlags(cmd *cobra.Command) {
-	fs := cmd.Flags()
-	o.config.AddFlags(fs)
-	fs.IntVar(&o.config.Revision, "revision", 0, "revision being served, stamped into the termination log, admin headers and metrics")
-	o.listeners.AddFlags(fs)
-	fs.StringVar(&o.escapedSlashes, "escaped-slashes", string(route.EscapedSlashesReject), "what %2F, %5C and '\\' in a request path do: reject (400), keep (as data inside a segment; only for upstreams that never decode them) or unescape (into '/')")
-	fs.BoolVar(&o.mergeSlashes, "merge-slashes", true, "merge repeated slashes in request paths before routing and forwarding")
-	fs.StringVar(&o.terminationLog, "termination-log", defaultTerminationLog, "file the start and failure-exit records are appended to (empty disables)")
-	fs.DurationVar(&o.server.DrainTimeout, "drain-timeout", server.DefaultDrainTimeout, "how long in-flight requests may finish after SIGTERM")
-	fs.DurationVar(&o.server.ShutdownDelay, "shutdown-delay", server.DefaultShutdownDelay, "how long to keep serving, not ready, after SIGTERM before closing listeners (negative: none)")
-	fs.DurationVar(&o.server.AcceptGrace, "accept-grace", server.DefaultAcceptGrace, "at shutdown, how long connections accepted just before the listeners closed have to send their first request (negative: none)")
-	fs.DurationVar(&o.server.ReadHeaderTimeout, "read-header-timeout", server.DefaultReadHeaderTimeout, "limit for reading a request's headers")
-	fs.DurationVar(&o.server.IdleTimeout, "idle-timeout", server.DefaultIdleTimeout, "idle client keep-alive connections are closed after this")
-	fs.IntVar(&o.server.MaxHeaderBytes, "max-header-bytes", server.DefaultMaxHeaderBytes, "largest request header block accepted (431 beyond)")
-	fs.DurationVar(&o.server.Transport.DialTimeout, "upstream-dial-timeout", 5*time.Second, "limit for connecting to an upstream endpoint (502 beyond)")
-	fs.DurationVar(&o.server.Transport.ResponseHeaderTimeout, "upstream-response-header-timeout", 60*time.Second, "limit for an upstream's response headers (504 beyond)")
-	fs.IntVar(&o.server.Transport.MaxIdleConnsPerHost, "upstream-max-idle-conns", 256, "idle keep-alive connections kept per upstream endpoint")
-	fs.Int64Var(&o.server.Transport.MaxResponseHeaderBytes, "upstream-max-response-header-bytes", upstream.DefaultMaxResponseHeaderBytes, "largest upstream response header block accepted (502 beyond)")
-	fs.IntVar(&o.gcPercent, "gc-percent", defaultGCPercent, "Go garbage collector target percentage (GOGC); GOMEMLIMIT still applies")
-	fs.BoolVar(&o.server.Pprof, "pprof", false, "serve Go profiles under /debug/pprof/ on the admin listener")
-	fs.StringVar(&o.server.Endpoints.File, "endpoints-file", "", "live endpoints file (a v1 List of EndpointSlices, by default written to <resource-dir>/<target>-live/endpoints.json) applied without a new revision; its folder is watched (empty: off, the revision's endpoints are served)")
-	fs.DurationVar(&o.server.Endpoints.RelistPeriod, "endpoints-relist-period", server.DefaultEndpointsRelistPeriod, "how often the live endpoints file is read besides on watch events")
-	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+// configOptions are the proxy's configuration options as the flags of c say.
+func configOptions(c cmdline.Config) config.Options {
+	return config.Options{
+		Dirs:             c.Dirs,
+		IngressClass:     c.IngressClass,
+		Namespace:        c.Namespace,
+		RootNamespaces:   c.RootNamespaces,
+		Fallback:         model.FallbackMode(c.Fallback),
+		LastKnownGoodDir: c.LastKnownGoodDir,
+	}
+}
+
+// loadOptions are the options loading and translating the configuration.
+func (o *proxyOptions) loadOptions() config.Options {
+	c := configOptions(o.Config)
+	c.Revision = o.Revision
+	return c
+}
+
+// serverOptions are the server's options as the flags say; the parts that
+// are not flags (notifier, watchdog) are the caller's.
+func (o *proxyOptions) serverOptions() server.Options {
+	return server.Options{
+		HTTPAddr:          o.HTTP,
+		HTTPSAddr:         o.HTTPS,
+		AdminAddr:         o.Admin,
+		DrainTimeout:      o.DrainTimeout,
+		ShutdownDelay:     o.ShutdownDelay,
+		AcceptGrace:       o.AcceptGrace,
+		ReadHeaderTimeout: o.ReadHeaderTimeout,
+		IdleTimeout:       o.IdleTimeout,
+		MaxHeaderBytes:    o.MaxHeaderBytes,
+		Transport: upstream.TransportOptions{
+			DialTimeout:            o.UpstreamDialTimeout,
+			ResponseHeaderTimeout:  o.UpstreamResponseHeaderTimeout,
+			MaxIdleConnsPerHost:    o.UpstreamMaxIdleConns,
+			MaxResponseHeaderBytes: o.UpstreamMaxResponseHeaderBytes,
+		},
+		Paths:     route.PathOptions{EscapedSlashes: route.EscapedSlashes(o.EscapedSlashes), KeepRepeatedSlashes: !o.MergeSlashes},
+		Pprof:     o.Pprof,
+		Endpoints: server.EndpointsOptions{File: o.EndpointsFile, RelistPeriod: o.EndpointsRelistPeriod},
+	}
 }
 
 func (o *proxyOptions) validate() error {
 	var errs []error
-	if err := o.config.Validate(); err != nil {
+	cfg := o.loadOptions()
+	if err := cfg.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if o.listeners.HTTP == "" && o.listeners.HTTPS == "" {
+	if o.HTTP == "" && o.HTTPS == "" {
 		errs = append(errs, errors.New("no listener: --http-addr and --https-addr are both empty"))
 	}
-	if o.server.Endpoints.RelistPeriod <= 0 {
-		errs = append(errs, fmt.Errorf("invalid --endpoints-relist-period %s: want a positive duration", o.server.Endpoints.RelistPeriod))
+	if o.EndpointsRelistPeriod <= 0 {
+		errs = append(errs, fmt.Errorf("invalid --endpoints-relist-period %s: want a positive duration", o.EndpointsRelistPeriod))
 	}
-	if err := o.listeners.Validate(); err != nil {
+	if err := server.ListenerFlags(o.Listeners).Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	switch route.EscapedSlashes(o.escapedSlashes) {
+	switch route.EscapedSlashes(o.EscapedSlashes) {
 	case route.EscapedSlashesReject, route.EscapedSlashesKeep, route.EscapedSlashesUnescape:
 	default:
-		errs = append(errs, fmt.Errorf("invalid --escaped-slashes %q: want reject, keep or unescape", o.escapedSlashes))
+		errs = append(errs, fmt.Errorf("invalid --escaped-slashes %q: want reject, keep or unescape", o.EscapedSlashes))
 	}
 	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(o.logLevel)); err != nil {
-		errs = append(errs, fmt.Errorf("invalid --log-level %q", o.logLevel))
+	if err := lvl.UnmarshalText([]byte(o.LogLevel)); err != nil {
+		errs = append(errs, fmt.Errorf("invalid --log-level %q", o.LogLevel))
 	}
 	return errors.Join(errs...)
 }
@@ -97,34 +100,32 @@ func (o *proxyOptions) validate() error {
 // run serves until ctx is done (SIGTERM); see server.Process.
 func (o *proxyOptions) run(ctx context.Context) error {
 	var lvl slog.Level
-	_ = lvl.UnmarshalText([]byte(o.logLevel))
-	log := logging.New(os.Stderr, lvl).With("revision", o.config.Revision)
+	_ = lvl.UnmarshalText([]byte(o.LogLevel))
+	log := logging.New(os.Stderr, lvl).With("revision", o.Revision)
 	slog.SetDefault(log)
-	debug.SetGCPercent(o.gcPercent)
-	so := o.server
-	so.HTTPAddr, so.HTTPSAddr, so.AdminAddr = o.listeners.HTTP, o.listeners.HTTPS, o.listeners.Admin
-	so.Paths = route.PathOptions{EscapedSlashes: route.EscapedSlashes(o.escapedSlashes), KeepRepeatedSlashes: !o.mergeSlashes}
+	debug.SetGCPercent(o.GCPercent)
+	so := o.serverOptions()
 	so.Notifier = server.SystemdNotifier{Logger: log}
 	so.WatchdogInterval = server.SystemdWatchdogInterval()
 	return server.Process{
-		TerminationLog: o.terminationLog,
-		Revision:       o.config.Revision,
+		TerminationLog: o.TerminationLog,
+		Revision:       o.Revision,
 		Load: func() (*model.Snapshot, error) {
 			// Bad flags are a failure exit too, recorded after the start record.
 			if err := o.validate(); err != nil {
 				return nil, err
 			}
-			return config.Build(o.config)
+			return config.Build(o.loadOptions())
 		},
 		Server: so,
 		Logger: log,
 	}.Run(ctx)
 }
 
-func init() {
-	o := &proxyOptions{server: server.Options{Transport: upstream.TransportOptions{}}}
+// newProxyCommand is `revgate proxy`, parsing its flags into o.
+func newProxyCommand(o *proxyOptions) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "proxy",
+		Use:   cmdline.ProxyCommand,
 		Short: "Serve the gateway configuration of a revision",
 		Long: `Serve the gateway: load the configuration folders (--config-dir), translate
 them with object-level fallback, and proxy HTTP and HTTPS traffic by the
@@ -141,25 +142,25 @@ while the gateway runs, without a new revision.`,
 			return o.run(cmd.Context())
 		},
 	}
-	o.addFlags(cmd)
+	o.AddFlags(cmd.Flags())
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return recordFlagError(os.Args[1:], err)
 	})
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
+
+func init() { rootCmd.AddCommand(newProxyCommand(&proxyOptions{})) }
 
 // recordFlagError appends a start and an exit record for a proxy whose flags
 // do not parse, so that a startup monitor sees a process that started and
 // failed (CrashLooping when it keeps happening), not one that never started.
-// The termination log and revision are read from the raw arguments, since
-// flag parsing stopped at the error.
+// The termination log and revision are read on their own from the raw
+// arguments, since flag parsing stopped at the error; whatever else in them
+// does not parse is the flag error already.
 func recordFlagError(args []string, flagErr error) error {
-	path, ok := rawflag.Last(args, "termination-log")
-	if !ok {
-		path = defaultTerminationLog
-	}
-	v, _ := rawflag.Last(args, "revision")
-	rev, _ := strconv.Atoi(v)
+	var r cmdline.Records
+	_ = cmdline.ParseProxyPart(args, &r)
+	path, rev := r.TerminationLog, r.Revision
 	if path == "" {
 		return flagErr
 	}

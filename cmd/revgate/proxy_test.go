@@ -47,7 +47,7 @@ func TestProxyEndpointsFlags(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			o := &proxyOptions{}
 			cmd := &cobra.Command{}
-			o.addFlags(cmd)
+			o.AddFlags(cmd.Flags())
 			if err := cmd.Flags().Parse(append([]string{"--config-dir=/x"}, tt.args...)); err != nil {
 				t.Fatal(err)
 			}
@@ -61,8 +61,8 @@ func TestProxyEndpointsFlags(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if o.server.Endpoints.File != tt.file || o.server.Endpoints.RelistPeriod != server.DefaultEndpointsRelistPeriod {
-				t.Fatalf("endpoints options %+v", o.server.Endpoints)
+			if e := o.serverOptions().Endpoints; e.File != tt.file || e.RelistPeriod != server.DefaultEndpointsRelistPeriod {
+				t.Fatalf("endpoints options %+v", e)
 			}
 		})
 	}
@@ -76,7 +76,7 @@ func TestProxyRefusesSharedListenerAddress(t *testing.T) {
 	path := filepath.Join(dir, "termination.log")
 	o := &proxyOptions{}
 	cmd := &cobra.Command{}
-	o.addFlags(cmd)
+	o.AddFlags(cmd.Flags())
 	if err := cmd.Flags().Parse([]string{"--config-dir=../../examples", "--revision=4", "--termination-log=" + path,
 		"--http-addr=127.0.0.1:0", "--https-addr=127.0.0.1:19901", "--admin-addr=127.0.0.1:19901"}); err != nil {
 		t.Fatal(err)
@@ -108,7 +108,7 @@ func TestValidateAndInstallRefuseSharedListenerAddress(t *testing.T) {
 	t.Run("install", func(t *testing.T) {
 		o := &installOptions{}
 		cmd := &cobra.Command{}
-		o.addFlags(cmd)
+		o.AddFlags(cmd.Flags())
 		if err := cmd.Flags().Parse([]string{"--source-dir=x", "--proxy-arg=--admin-addr=0.0.0.0:8080"}); err != nil {
 			t.Fatal(err)
 		}

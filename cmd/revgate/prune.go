@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/revgate/revgate/internal/cmdline"
 	"github.com/revgate/revgate/internal/logging"
 	"github.com/revgate/revgate/pruner"
 	"github.com/revgate/revgate/revisions"
@@ -25,7 +26,7 @@ type pruneOptions struct {
 func (o *pruneOptions) addFlags(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.IntVar(&o.keep, "keep", pruner.DefaultKeep, "how many of the newest revisions to keep")
-	addLayoutFlags(fs, &o.layout, withLock)
+	addLayoutFlags(fs, &o.layout, cmdline.WithLock)
 	fs.DurationVar(&o.lockTimeout, "lock-timeout", revisions.DefaultLockTimeout, "how long to wait for the lock")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print what would be removed, remove nothing")
 }

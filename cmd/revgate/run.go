@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/revgate/revgate/demo"
+	"github.com/revgate/revgate/internal/cmdline"
 	"github.com/revgate/revgate/internal/tcpmigrate"
 	"github.com/revgate/revgate/revisions"
 )
@@ -177,32 +178,26 @@ func loopbackIfUnspecified(addr string) string {
 	return net.JoinHostPort(host, port)
 }
 
-// installArgs are the arguments of `revgate install` for layout l, without
+// install is the command line of `revgate install` for layout l, without
 // --source-dir: the same for revision 1 and for the command printed for the
 // next revision, so every revision gets the same proxy and monitor settings.
-func (o *runOptions) installArgs(l revisions.Layout) []string {
-	var args []string
-	if l.Target != revisions.DefaultTarget {
-		args = append(args, "--target="+l.Target)
-	}
-	args = append(args,
-		"--resource-dir="+l.ResourceDir,
-		"--manifests-dir="+l.ManifestsDir,
-		"--lock-file="+l.LockFile,
-		"--termination-log="+l.TerminationLog,
-	)
+func (o *runOptions) install(l revisions.Layout) cmdline.Install {
+	in := cmdline.NewInstall()
+	in.Layout = cmdline.Layout(l)
+	proxy := cmdline.NewProxy()
 	if o.httpAddr != "" {
-		args = append(args, "--proxy-arg=--http-addr="+o.httpAddr)
+		proxy.HTTP = o.httpAddr
 	}
 	if o.adminAddr != "" {
 		// The installer points the readiness probe and the startup
 		// monitor at the admin address given to the proxy.
-		args = append(args, "--proxy-arg=--admin-addr="+o.adminAddr)
+		proxy.Admin = o.adminAddr
 	}
-	return append(args,
-		"--monitor-arg=--fallback-timeout="+o.fallbackTimeout.String(),
-		"--monitor-arg=--retry-initial="+o.retryInitial.String(),
-	)
+	in.Render.ProxyArgs = proxy.Overrides()
+	monitor := cmdline.NewMonitor()
+	monitor.FallbackTimeout, monitor.RetryInitial = o.fallbackTimeout, o.retryInitial
+	in.Render.MonitorArgs = monitor.Overrides()
+	return in
 }
 
 // run prepares the root, installs revision 1 when there is none, publishes
@@ -308,7 +303,9 @@ func (o *runOptions) installFirst(ctx context.Context, l revisions.Layout, out, 
 		return fmt.Errorf("resolve --source: %w", err)
 	}
 	fmt.Fprintf(out, "installing %s as revision 1 under %s\n", o.source, o.root)
-	cmd := exec.CommandContext(ctx, o.binary, append([]string{"install", "--source-dir=" + src}, o.installArgs(l)...)...)
+	in := o.install(l)
+	in.SourceDir = src
+	cmd := exec.CommandContext(ctx, o.binary, append([]string{cmdline.InstallCommand}, in.Args()...)...)
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = out, io.MultiWriter(logw, &stderr)
 	if err := cmd.Run(); err != nil {
@@ -467,7 +464,7 @@ See revisions, the last-known-good one, fallbacks and retries:
 
 Ctrl-C stops everything; running this again resumes without reinstalling.
 `, state, httpURL, adminURL, logFile, o.editHint(),
-		self, o.source, strings.Join(o.installArgs(l), " "),
+		self, o.source, strings.Join(o.install(l).Args(), " "),
 		self, targetFlag, l.ResourceDir, l.ManifestsDir)
 }
 

@@ -46,7 +46,7 @@ func TestRunInstallArgs(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := strings.Join(tc.o.installArgs(tc.o.layout()), " ")
+			args := strings.Join(tc.o.install(tc.o.layout()).Args(), " ")
 			for _, w := range tc.want {
 				if !strings.Contains(args, w) {
 					t.Errorf("install args lack %q:\n%s", w, args)

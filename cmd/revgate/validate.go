@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/revgate/revgate/internal/cmdline"
 	"github.com/revgate/revgate/proxy/config"
 	"github.com/revgate/revgate/proxy/model"
 	"github.com/revgate/revgate/proxy/server"
@@ -15,9 +16,9 @@ import (
 
 // validateOptions are the flags of `revgate validate`.
 type validateOptions struct {
-	config config.Options
-	// listeners are checked as the proxy checks them at start.
-	listeners server.ListenerFlags
+	cmdline.Config
+	// Listeners are checked as the proxy checks them at start.
+	cmdline.Listeners
 	// strict counts warnings as errors; default false.
 	strict bool
 	// output is "text" (default) or "json".
@@ -25,8 +26,8 @@ type validateOptions struct {
 }
 
 func (o *validateOptions) addFlags(cmd *cobra.Command) {
-	o.config.AddFlags(cmd.Flags())
-	o.listeners.AddFlags(cmd.Flags())
+	o.Config.AddFlags(cmd.Flags())
+	o.Listeners.AddFlags(cmd.Flags())
 	cmd.Flags().BoolVar(&o.strict, "strict", false, "count warnings as errors")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 }
@@ -35,7 +36,8 @@ func (o *validateOptions) validate() error {
 	if o.output != "text" && o.output != "json" {
 		return fmt.Errorf("invalid output format %q: want text or json", o.output)
 	}
-	return errors.Join(o.config.Validate(), o.listeners.Validate())
+	cfg := configOptions(o.Config)
+	return errors.Join(cfg.Validate(), server.ListenerFlags(o.Listeners).Validate())
 }
 
 // validateFailed is returned when the configuration has errors; exit status 1
@@ -50,7 +52,7 @@ func (e validateFailed) Error() string {
 func (e validateFailed) ExitCode() int { return 1 }
 
 func (o *validateOptions) run(w io.Writer) error {
-	problems, err := config.Validate(o.config)
+	problems, err := config.Validate(configOptions(o.Config))
 	if err != nil {
 		return err
 	}
@@ -94,7 +96,7 @@ problem, one per line: file, object, field and message. It exits 1 when there
 is an error, or a warning with --strict. The listener flags (--http-addr,
 --https-addr, --admin-addr) are checked as the proxy checks them at start.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.config.Dirs = append(o.config.Dirs, args...)
+			o.Dirs = append(o.Dirs, args...)
 			if err := o.validate(); err != nil {
 				return err
 			}

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spf13/pflag"
-
 	"github.com/revgate/revgate/proxy/model"
 )
 
@@ -164,26 +162,15 @@ func TestBuildFailsOnlyWhenNothingCanBeRead(t *testing.T) {
 	}
 }
 
-func TestOptions(t *testing.T) {
-	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
-	var o Options
-	o.AddFlags(fs)
-	var names []string
-	fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
-	sortStrings(names)
-	if got := strings.Join(names, ","); got != "config-dir,fallback,ingress-class,last-known-good-dir,namespace,root-namespaces" {
-		t.Fatalf("flags %s", got)
-	}
-	if err := fs.Parse([]string{"--config-dir=a", "--config-dir", "b", "--fallback=backfill", "--root-namespaces=x,y"}); err != nil {
-		t.Fatal(err)
-	}
+func TestOptionsValidate(t *testing.T) {
+	o := Options{Dirs: []string{"a"}}
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(o.Dirs, ",") != "a,b" || o.Fallback != model.FallbackBackfill || o.IngressClass != "revgate" || o.Namespace != "default" || strings.Join(o.RootNamespaces, ",") != "x,y" {
-		t.Fatalf("options %+v", o)
+	if o.Fallback != model.FallbackExclude || o.IngressClass != "revgate" || o.Namespace != "default" {
+		t.Fatalf("defaults not filled in: %+v", o)
 	}
-	if err := fs.Parse([]string{"--fallback=sometimes"}); err == nil {
+	if err := (&Options{Dirs: []string{"a"}, Fallback: "sometimes"}).Validate(); err == nil {
 		t.Fatalf("invalid fallback mode accepted")
 	}
 	if err := (&Options{}).Validate(); err == nil {

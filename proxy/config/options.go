@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/revgate/revgate/proxy/model"
 )
 
@@ -22,7 +20,8 @@ const (
 )
 
 // Options configure loading and translation; shared by `revgate proxy`,
-// `revgate validate` and the installer's validation.
+// `revgate validate` and the installer's validation, whose flags
+// (internal/cmdline) say them.
 type Options struct {
 	// Dirs are the folders to load (--config-dir, repeatable): a revision
 	// folder (holding configmaps/ or secrets/) or a plain folder of YAML/JSON
@@ -52,33 +51,6 @@ type Options struct {
 	// of that revision shares, restarts and retries included; else the moment
 	// Build runs.
 	ConfigTime time.Time
-}
-
-// fallbackValue adapts Options.Fallback to pflag.Value.
-type fallbackValue struct{ m *model.FallbackMode }
-
-func (v fallbackValue) String() string { return string(*v.m) }
-func (v fallbackValue) Type() string   { return "mode" }
-func (v fallbackValue) Set(s string) error {
-	m, err := model.ParseFallbackMode(s)
-	if err != nil {
-		return err
-	}
-	*v.m = m
-	return nil
-}
-
-// AddFlags registers --config-dir, --ingress-class, --namespace,
-// --root-namespaces, --fallback and --last-known-good-dir, filling unset
-// fields with their defaults first.
-func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	o.setDefaults()
-	fs.StringArrayVar(&o.Dirs, "config-dir", o.Dirs, "folder of gateway configuration: a revision folder or a folder of YAML/JSON files (repeatable)")
-	fs.StringVar(&o.IngressClass, "ingress-class", o.IngressClass, "ingress class served")
-	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "namespace of Secrets read from secrets/<name>/ folders and of objects without one")
-	fs.StringSliceVar(&o.RootNamespaces, "root-namespaces", o.RootNamespaces, "namespaces where IngressRoute roots are allowed (empty: anywhere)")
-	fs.Var(fallbackValue{&o.Fallback}, "fallback", "object-level fallback: exclude, backfill or off")
-	fs.StringVar(&o.LastKnownGoodDir, "last-known-good-dir", o.LastKnownGoodDir, "last-known-good revision folder for --fallback=backfill (default: resolved through the last-known-good link)")
 }
 
 func (o *Options) setDefaults() {

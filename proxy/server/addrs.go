@@ -7,23 +7,15 @@ import (
 	"net"
 	"strings"
 	"time"
-
-	"github.com/spf13/pflag"
 )
 
-// ListenerFlags are the listener addresses of `revgate proxy`, registered
-// under the same flag names wherever a command must know them (the proxy,
-// `revgate validate`, the installer reading its --proxy-arg values).
+// ListenerFlags are the listener addresses of `revgate proxy`, as its flags
+// --http-addr, --https-addr and --admin-addr give them (internal/cmdline
+// registers those), checked alike by the proxy, `revgate validate` and the
+// commands that render a proxy pod.
 type ListenerFlags struct {
 	// HTTP, HTTPS and Admin are --http-addr, --https-addr and --admin-addr.
 	HTTP, HTTPS, Admin string
-}
-
-// AddFlags registers the three address flags with their defaults.
-func (l *ListenerFlags) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&l.HTTP, "http-addr", DefaultHTTPAddr, "plain HTTP listener address (empty disables)")
-	fs.StringVar(&l.HTTPS, "https-addr", DefaultHTTPSAddr, "HTTPS listener address; certificates by SNI, handshakes without a matching certificate fail (empty disables)")
-	fs.StringVar(&l.Admin, "admin-addr", DefaultAdminAddr, "admin listener address for /healthz, /readyz, /metrics and /debug (empty disables)")
 }
 
 // Validate reports listeners that would share a socket address. With

@@ -14,12 +14,13 @@ import (
 
 // TransportOptions tune the HTTP transports of the pools.
 type TransportOptions struct {
-	// DialTimeout bounds connecting to an endpoint; default 5s.
+	// DialTimeout bounds connecting to an endpoint; default DefaultDialTimeout.
 	DialTimeout time.Duration
 	// ResponseHeaderTimeout bounds waiting for an upstream's response
-	// headers (a 504 when exceeded); default 60s.
+	// headers (a 504 when exceeded); default DefaultResponseHeaderTimeout.
 	ResponseHeaderTimeout time.Duration
-	// MaxIdleConnsPerHost is the keep-alive pool size per endpoint; default 256.
+	// MaxIdleConnsPerHost is the keep-alive pool size per endpoint; default
+	// DefaultMaxIdleConnsPerHost.
 	MaxIdleConnsPerHost int
 	// IdleConnTimeout closes idle upstream connections; default 90s.
 	IdleConnTimeout time.Duration
@@ -29,18 +30,23 @@ type TransportOptions struct {
 	MaxResponseHeaderBytes int64
 }
 
-// DefaultMaxResponseHeaderBytes is the default TransportOptions.MaxResponseHeaderBytes.
-const DefaultMaxResponseHeaderBytes = 1 << 20
+// Defaults of TransportOptions.
+const (
+	DefaultDialTimeout            = 5 * time.Second
+	DefaultResponseHeaderTimeout  = 60 * time.Second
+	DefaultMaxIdleConnsPerHost    = 256
+	DefaultMaxResponseHeaderBytes = 1 << 20
+)
 
 func (o TransportOptions) withDefaults() TransportOptions {
 	if o.DialTimeout <= 0 {
-		o.DialTimeout = 5 * time.Second
+		o.DialTimeout = DefaultDialTimeout
 	}
 	if o.ResponseHeaderTimeout <= 0 {
-		o.ResponseHeaderTimeout = 60 * time.Second
+		o.ResponseHeaderTimeout = DefaultResponseHeaderTimeout
 	}
 	if o.MaxIdleConnsPerHost <= 0 {
-		o.MaxIdleConnsPerHost = 256
+		o.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
 	}
 	if o.IdleConnTimeout <= 0 {
 		o.IdleConnTimeout = 90 * time.Second
