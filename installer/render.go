@@ -41,27 +41,11 @@ func adminEndpoint(args []string) (host string, port int) {
 	// Arguments that do not parse are the proxy's to fail on; its admin
 	// address is read all the same.
 	_ = cmdline.ParseProxyPart(args, &l)
-	if host, port, ok := localEndpoint(l.Admin); ok {
+	if host, port, ok := cmdline.LocalEndpoint(l.Admin); ok {
 		return host, port
 	}
-	host, port, _ = localEndpoint(cmdline.NewProxy().Admin)
+	host, port, _ = cmdline.LocalEndpoint(cmdline.NewProxy().Admin)
 	return host, port
-}
-
-// localEndpoint is where a local client reaches a listener bound to addr.
-func localEndpoint(addr string) (host string, port int, ok bool) {
-	h, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", 0, false
-	}
-	n, err := strconv.Atoi(p)
-	if err != nil || n <= 0 || n > 65535 {
-		return "", 0, false
-	}
-	if ip := net.ParseIP(h); h == "" || (ip != nil && ip.IsUnspecified()) {
-		h = "127.0.0.1"
-	}
-	return h, n, true
 }
 
 // RenderOptions say what the rendered pods run.

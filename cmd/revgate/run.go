@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -159,23 +160,20 @@ func (o *runOptions) absLayout() (revisions.Layout, error) {
 func (o *runOptions) urls() (httpURL, adminURL string) {
 	httpURL, adminURL = defaultHTTPURL, defaultAdminURL
 	if o.httpAddr != "" {
-		httpURL = "http://" + loopbackIfUnspecified(o.httpAddr)
+		httpURL = localURL(o.httpAddr)
 	}
 	if o.adminAddr != "" {
-		adminURL = "http://" + loopbackIfUnspecified(o.adminAddr)
+		adminURL = localURL(o.adminAddr)
 	}
 	return httpURL, adminURL
 }
 
-func loopbackIfUnspecified(addr string) string {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr
+// localURL is the http:// URL of a local listener bound to addr.
+func localURL(addr string) string {
+	if host, port, ok := cmdline.LocalEndpoint(addr); ok {
+		return "http://" + net.JoinHostPort(host, strconv.Itoa(port))
 	}
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		host = "127.0.0.1"
-	}
-	return net.JoinHostPort(host, port)
+	return "http://" + addr
 }
 
 // install is the command line of `revgate install` for layout l, without

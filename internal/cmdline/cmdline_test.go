@@ -1,8 +1,10 @@
 package cmdline
 
 import (
+	"net"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -171,4 +173,26 @@ func TestParseProxyPart(t *testing.T) {
 			t.Fatalf("config %+v listeners %+v", c, l)
 		}
 	})
+}
+
+func TestLocalEndpoint(t *testing.T) {
+	for addr, want := range map[string]string{
+		":8080":          "127.0.0.1:8080",
+		"0.0.0.0:9901":   "127.0.0.1:9901",
+		"[::]:9901":      "127.0.0.1:9901",
+		"10.0.0.5:9901":  "10.0.0.5:9901",
+		"localhost:9901": "localhost:9901",
+		"9901":           "",
+		"host:0":         "",
+		"host:http":      "",
+	} {
+		host, port, ok := LocalEndpoint(addr)
+		got := ""
+		if ok {
+			got = net.JoinHostPort(host, strconv.Itoa(port))
+		}
+		if got != want {
+			t.Errorf("LocalEndpoint(%q) = %q, want %q", addr, got, want)
+		}
+	}
 }

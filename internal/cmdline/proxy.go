@@ -1,7 +1,9 @@
 package cmdline
 
 import (
+	"net"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -69,6 +71,25 @@ func (l *Listeners) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&l.HTTP, "http-addr", ":8080", "plain HTTP listener address (empty disables)")
 	fs.StringVar(&l.HTTPS, "https-addr", ":8443", "HTTPS listener address; certificates by SNI, handshakes without a matching certificate fail (empty disables)")
 	fs.StringVar(&l.Admin, "admin-addr", "127.0.0.1:9901", "admin listener address for /healthz, /readyz, /metrics and /debug (empty disables)")
+}
+
+// LocalEndpoint is where a client on the node reaches a listener bound to
+// addr: its host, with an unspecified or wildcard host (":8080",
+// "0.0.0.0:8080", "[::]:8080") becoming 127.0.0.1, and its port; ok is false
+// for an address without a usable port.
+func LocalEndpoint(addr string) (host string, port int, ok bool) {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil || n <= 0 || n > 65535 {
+		return "", 0, false
+	}
+	if ip := net.ParseIP(h); h == "" || (ip != nil && ip.IsUnspecified()) {
+		h = "127.0.0.1"
+	}
+	return h, n, true
 }
 
 // Records are the flags of the proxy's start and exit records: the revision
