@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -42,12 +43,7 @@ OpenShift's startup-monitor spellings --fallback-timeout-duration,
 --target-name and --installer-lock-file are accepted for --fallback-timeout,
 --target and --lock-file; --node-name defaults to $NODE_NAME.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.validate(); err != nil {
-				return err
-			}
-			return o.run(cmd.Context())
-		},
+		RunE: runE(o),
 	}
 	o.AddFlags(cmd.Flags())
 	return cmd
@@ -81,7 +77,7 @@ func (o *monitorOptions) validate() error {
 	return o.layout.Validate()
 }
 
-func (o *monitorOptions) run(ctx context.Context) error {
+func (o *monitorOptions) run(ctx context.Context, _ io.Writer) error {
 	log := logging.New(nil, slog.LevelInfo)
 	opts := monitor.Options{
 		Revision:           o.Revision,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -35,8 +36,8 @@ func (o *superviseOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "minimum log level: debug, info, warn, error")
 }
 
-// Validate checks the flags.
-func (o *superviseOptions) Validate() error {
+// validate checks the flags.
+func (o *superviseOptions) validate() error {
 	var errs []error
 	if o.opts.ManifestsDir == "" {
 		errs = append(errs, errors.New("--manifests-dir is empty"))
@@ -78,10 +79,10 @@ func (o *superviseOptions) logger() *slog.Logger {
 	return l
 }
 
-// Run supervises until ctx is cancelled (SIGTERM, SIGINT), then stops every
+// run supervises until ctx is cancelled (SIGTERM, SIGINT), then stops every
 // pod and returns nil. Under systemd (NOTIFY_SOCKET set) it speaks sd_notify:
 // READY=1, STATUS=, WATCHDOG=1 at half of WatchdogSec, STOPPING=1.
-func (o *superviseOptions) Run(ctx context.Context) error {
+func (o *superviseOptions) run(ctx context.Context, _ io.Writer) error {
 	opts := o.opts
 	opts.Logger = o.logger()
 	slog.SetDefault(opts.Logger)
@@ -108,12 +109,7 @@ bind their ports with SO_REUSEPORT) and stops the old one once the new one's
 readinessProbe passes; a manifest that does not parse starts nothing and
 leaves a running pod as it is. SIGTERM stops every pod gracefully, then exits 0.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: runE(o),
 	}
 	o.AddFlags(cmd.Flags())
 	return cmd
