@@ -137,20 +137,9 @@ func TestSIGKILLDuringInstall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd := installCmd(l, src, stepDelay)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		delay := time.Duration(mrand.Int64N(int64(duration)))
-		time.Sleep(delay)
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		err = cmd.Wait()
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		delay, wasKilled := killSomewhereIn(t, installCmd(l, src, stepDelay), duration, fmt.Sprintf("kill %d: install", i))
+		if wasKilled {
 			killed++
-		} else if err != nil {
-			t.Fatalf("kill %d: install failed by itself: %v\n%s", i, err, out.String())
 		}
 		if _, err := installertest.Check(l, want); err != nil {
 			t.Fatalf("kill %d after %v: %v", i, delay, err)
@@ -260,4 +249,28 @@ func TestRacingInstallProcesses(t *testing.T) {
 	if published != procs*rounds {
 		t.Fatalf("published %d, want %d", published, procs*rounds)
 	}
+}
+
+// killSomewhereIn starts cmd, SIGKILLs it after a random delay below
+// duration and waits for it. It reports the delay and whether the kill
+// landed (false when cmd had finished by itself, successfully: a failure of
+// its own fails the test, named by what).
+func killSomewhereIn(t *testing.T, cmd *exec.Cmd, duration time.Duration, what string) (time.Duration, bool) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	delay := time.Duration(mrand.Int64N(int64(duration)))
+	time.Sleep(delay)
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	err := cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return delay, true
+	}
+	if err != nil {
+		t.Fatalf("%s failed by itself: %v\n%s", what, err, out.String())
+	}
+	return delay, false
 }

@@ -1,14 +1,11 @@
 package crash
 
 import (
-	"bytes"
 	"fmt"
-	mrand "math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"syscall"
 	"testing"
 	"time"
 
@@ -96,20 +93,9 @@ func TestSIGKILLDuringPrune(t *testing.T) {
 		if err := l.SetLastKnownGood(revisions.OS(), 2); err != nil {
 			t.Fatal(err)
 		}
-		cmd := pruneCmd(l)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		delay := time.Duration(mrand.Int64N(int64(duration)))
-		time.Sleep(delay)
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		err := cmd.Wait()
-		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		delay, wasKilled := killSomewhereIn(t, pruneCmd(l), duration, fmt.Sprintf("kill %d: prune", i))
+		if wasKilled {
 			killed++
-		} else if err != nil {
-			t.Fatalf("kill %d: prune failed by itself: %v\n%s", i, err, out.String())
 		}
 		if _, err := installertest.Check(l, files); err != nil {
 			t.Fatalf("kill %d after %v: %v", i, delay, err)

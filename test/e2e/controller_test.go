@@ -197,14 +197,7 @@ func (c *cluster) signalController(sig syscall.Signal) {
 	if cmd == nil {
 		return
 	}
-	_ = cmd.Process.Signal(sig)
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-		c.t.Errorf("the controller did not stop within 30s of %s", sig)
-	}
+	signalAndWait(c.t, "the controller", cmd, done, sig, 30*time.Second)
 }
 
 // controllerRunning reports whether the controller process is alive.

@@ -298,6 +298,20 @@ func (e *env) startSupervise() {
 	e.mu.Unlock()
 }
 
+// signalAndWait sends sig to a process the test started and waits until
+// done is closed; after timeout it kills the process and fails the test.
+func signalAndWait(t *testing.T, what string, cmd *exec.Cmd, done <-chan struct{}, sig syscall.Signal, timeout time.Duration) {
+	t.Helper()
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Errorf("%s did not stop within %s of %s", what, timeout, sig)
+	}
+}
+
 // stopSupervise signals the supervisor and waits for it; SIGKILL simulates
 // a crash (its children get SIGTERM through their parent-death signal).
 func (e *env) stopSupervise(sig syscall.Signal) {
@@ -308,14 +322,7 @@ func (e *env) stopSupervise(sig syscall.Signal) {
 	if cmd == nil {
 		return
 	}
-	_ = cmd.Process.Signal(sig)
-	select {
-	case <-done:
-	case <-time.After(60 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-		e.t.Errorf("supervise did not stop within 60s of %s", sig)
-	}
+	signalAndWait(e.t, "supervise", cmd, done, sig, 60*time.Second)
 	// Anything it ran must be gone with it.
 	waitNoProcesses(e.t, e.root, 40*time.Second)
 }
