@@ -127,7 +127,8 @@ func (c *Controller) install(ctx context.Context, highest int, snap *Snapshot, w
 		return fmt.Errorf("ask the rollout: %w", err)
 	}
 	if !ok {
-		c.log.Info("rollout holds the snapshot back", "digest", snap.Digest, "retry_after", after)
+		// The rollout logs why, once per reason.
+		c.log.Debug("rollout holds the snapshot back", "digest", snap.Digest, "retry_after", after)
 		c.structure.TriggerAfter(after)
 		return nil
 	}

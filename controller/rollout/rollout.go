@@ -86,6 +86,10 @@ type Rollout struct {
 	mu sync.Mutex
 	// stoppedLogged remembers the stopped snapshots already logged.
 	stoppedLogged map[string]bool
+	// lastHeld is why the last snapshot was held back, as logged: a wait
+	// that goes on for the same reason is logged once at Info, then at
+	// Debug on every poll.
+	lastHeld string
 }
 
 var _ controller.Rollout = (*Rollout)(nil)
@@ -147,7 +151,7 @@ func (r *Rollout) MayInstall(ctx context.Context, digest string) (bool, time.Dur
 		if err := r.releaseTurnUnless(ctx, digest); err != nil {
 			return false, 0, err
 		}
-		r.log.Info("snapshot held back: "+why, append([]any{"digest", digest}, args...)...)
+		r.logHeld(digest, why, args)
 		return false, after, nil
 	}
 	for _, s := range statuses {
@@ -194,6 +198,7 @@ func (r *Rollout) MayInstall(ctx context.Context, digest string) (bool, time.Dur
 		}
 		r.event(ctx, corev1.EventTypeNormal, EventNodeInstalling, fmt.Sprintf("node %s installs snapshot %s (%s)", r.opts.Node, short(digest), r.progress(statuses, digest)))
 	}
+	r.logHeld("", "", nil)
 	r.log.Info("this node's turn: installing the snapshot", "digest", digest)
 	return true, 0, nil
 }
@@ -462,6 +467,25 @@ func (r *Rollout) logStopped(digest string, s Status) {
 	}
 	r.stoppedLogged[digest] = true
 	r.log.Warn("snapshot held back: a node fell back from it", "digest", digest, "failed_node", s.Node, "reason", s.Reason, "revision", s.Revision)
+}
+
+// logHeld logs why a snapshot is held back: at Info when the snapshot or
+// the reason changed since the last call, at Debug otherwise. An empty
+// digest forgets the last reason.
+func (r *Rollout) logHeld(digest, why string, args []any) {
+	key := fmt.Sprint(digest, why, args)
+	r.mu.Lock()
+	same := key == r.lastHeld
+	r.lastHeld = key
+	r.mu.Unlock()
+	if digest == "" {
+		return
+	}
+	level := slog.LevelInfo
+	if same {
+		level = slog.LevelDebug
+	}
+	r.log.Log(context.Background(), level, "snapshot held back: "+why, append([]any{"digest", digest}, args...)...)
 }
 
 // progress says how many live nodes judged digest good, e.g. "1 of 3

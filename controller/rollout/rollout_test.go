@@ -603,3 +603,29 @@ func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A snapshot held back for the same reason is logged at Info once, then at
+// Debug; a new reason, a new snapshot or a turn taken in between log at
+// Info again.
+func TestHeldBackLoggedOncePerReason(t *testing.T) {
+	var buf strings.Builder
+	r := &Rollout{log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	r.logHeld("d1", "waiting", []any{"waiting_for", "node-a"})
+	r.logHeld("d1", "waiting", []any{"waiting_for", "node-a"})
+	r.logHeld("d1", "waiting", []any{"waiting_for", "node-b"})
+	r.logHeld("d2", "waiting", []any{"waiting_for", "node-b"})
+	r.logHeld("", "", nil)
+	r.logHeld("d2", "waiting", []any{"waiting_for", "node-b"})
+	var levels []string
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		for _, f := range strings.Fields(line) {
+			if lv, ok := strings.CutPrefix(f, "level="); ok {
+				levels = append(levels, lv)
+			}
+		}
+	}
+	want := []string{"INFO", "DEBUG", "INFO", "INFO", "INFO"}
+	if !slices.Equal(levels, want) {
+		t.Fatalf("levels %v, want %v\n%s", levels, want, buf.String())
+	}
+}
