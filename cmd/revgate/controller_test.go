@@ -75,21 +75,22 @@ func TestControllerFlags(t *testing.T) {
 				t.Fatalf("rollout %+v", o.Rollout)
 			}
 		}},
-		{name: "node by node", args: []string{"--node-name=n1", "--rollout=node-by-node", "--rollout-namespace=gateways", "--rollout-lease-duration=15s", "--rollout-poll=1s"},
+		{name: "node by node", args: []string{"--node-name=n1", "--rollout=node-by-node", "--rollout-namespace=gateways", "--rollout-lease-duration=15s", "--rollout-poll=1s", "--rollout-stopped-recheck=20s"},
 			check: func(t *testing.T, o *controllerOptions) {
-				want := rollout.Flags{Mode: rollout.ModeNodeByNode, Namespace: "gateways", LeaseDuration: 15 * time.Second, Poll: time.Second}
+				want := rollout.Flags{Mode: rollout.ModeNodeByNode, Namespace: "gateways", LeaseDuration: 15 * time.Second, Poll: time.Second, StoppedRecheck: 20 * time.Second}
 				if !o.Rollout.NodeByNode() || o.Rollout != want {
 					t.Fatalf("rollout %+v, want %+v", o.Rollout, want)
 				}
 			}},
 		{name: "node by node defaults", args: []string{"--node-name=n1", "--rollout=node-by-node"}, check: func(t *testing.T, o *controllerOptions) {
-			if o.Rollout.Namespace != "kube-system" || o.Rollout.LeaseDuration != 40*time.Second || o.Rollout.Poll != 5*time.Second {
+			if o.Rollout.Namespace != "kube-system" || o.Rollout.LeaseDuration != 40*time.Second || o.Rollout.Poll != 5*time.Second || o.Rollout.StoppedRecheck != time.Minute {
 				t.Fatalf("rollout %+v", o.Rollout)
 			}
 		}},
 		{name: "unknown rollout", args: []string{"--node-name=n1", "--rollout=all-at-once"}, wantErr: `--rollout "all-at-once"`},
 		{name: "bad rollout namespace", args: []string{"--node-name=n1", "--rollout=node-by-node", "--rollout-namespace=Kube_System"}, wantErr: "--rollout-namespace"},
 		{name: "rollout lease too short", args: []string{"--node-name=n1", "--rollout=node-by-node", "--rollout-lease-duration=1s"}, wantErr: "--rollout-lease-duration"},
+		{name: "rollout recheck not positive", args: []string{"--node-name=n1", "--rollout=node-by-node", "--rollout-stopped-recheck=0s"}, wantErr: "--rollout-stopped-recheck"},
 		{name: "node name that cannot name a Lease", args: []string{"--node-name=Node_1", "--rollout=node-by-node"}, wantErr: `--node-name "Node_1"`},
 		{name: "any node name without node-by-node rollouts", args: []string{"--node-name=Node_1"}},
 		{name: "proxy listeners sharing an address", args: []string{"--node-name=n1", "--proxy-arg=--http-addr=127.0.0.1:8080", "--proxy-arg=--admin-addr=127.0.0.1:8080"}, wantErr: "--proxy-arg"},

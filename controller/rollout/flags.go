@@ -34,6 +34,8 @@ type Flags struct {
 	LeaseDuration time.Duration
 	// Poll (--rollout-poll); default 5s.
 	Poll time.Duration
+	// StoppedRecheck (--rollout-stopped-recheck); default 1m.
+	StoppedRecheck time.Duration
 }
 
 // AddFlags registers the flags, with their defaults.
@@ -50,10 +52,14 @@ func (f *Flags) AddFlags(fs *pflag.FlagSet) {
 	if f.Poll == 0 {
 		f.Poll = DefaultPoll
 	}
+	if f.StoppedRecheck == 0 {
+		f.StoppedRecheck = DefaultStoppedRecheck
+	}
 	fs.StringVar(&f.Mode, "rollout", f.Mode, `how snapshots reach the nodes: "immediate" installs each at once (a single node), "node-by-node" installs it on one node at a time, in the order of the node names, each after the previous node's startup monitor judged it good, coordinated through Leases`)
 	fs.StringVar(&f.Namespace, "rollout-namespace", f.Namespace, "namespace of the node-by-node rollout's Leases and Events (the same on every node)")
 	fs.DurationVar(&f.LeaseDuration, "rollout-lease-duration", f.LeaseDuration, "how long a node's rollout status and its turn stay valid without renewal; a node silent for longer is not waited for, unless it went silent while installing the snapshot")
 	fs.DurationVar(&f.Poll, "rollout-poll", f.Poll, "how often a node waiting for its turn asks again")
+	fs.DurationVar(&f.StoppedRecheck, "rollout-stopped-recheck", f.StoppedRecheck, "how often a node asks again about a snapshot that another node fell back from (a new snapshot is asked about at once)")
 }
 
 // NodeByNode reports whether rollouts go node by node.
@@ -79,6 +85,9 @@ func (f Flags) Validate(target, node string) error {
 	if f.Poll <= 0 {
 		errs = append(errs, fmt.Errorf("--rollout-poll %s must be positive", f.Poll))
 	}
+	if f.StoppedRecheck <= 0 {
+		errs = append(errs, fmt.Errorf("--rollout-stopped-recheck %s must be positive", f.StoppedRecheck))
+	}
 	if msgs := validation.IsDNS1123Subdomain(StatusLeaseName(target, node)); node != "" && len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("--node-name %q cannot name a Lease (%s): %v", node, StatusLeaseName(target, node), msgs))
 	}
@@ -88,5 +97,5 @@ func (f Flags) Validate(target, node string) error {
 // New returns this node's part in node-by-node rollouts of target.
 func (f Flags) New(client kubernetes.Interface, target, node string, log *slog.Logger) (*Rollout, error) {
 	return New(Options{Client: client, Namespace: f.Namespace, Target: target, Node: node,
-		LeaseDuration: f.LeaseDuration, Poll: f.Poll, Logger: log})
+		LeaseDuration: f.LeaseDuration, Poll: f.Poll, StoppedRecheck: f.StoppedRecheck, Logger: log})
 }
