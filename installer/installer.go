@@ -184,25 +184,32 @@ func (in *Installer) Run(ctx context.Context) (*Result, error) {
 	res.Warnings = warnings
 	// The Event is recorded after the lock is released: the API server may be
 	// slow, and the monitor waits for the lock.
-	if in.Events != nil || in.PodEvents != nil {
-		msg := fmt.Sprintf("revision %d installed in %s", res.Revision, res.Dir)
-		if res.Published {
-			msg = fmt.Sprintf("revision %d installed in %s and published", res.Revision, res.Dir)
-		}
-		if res.Slot != "" {
-			msg += fmt.Sprintf(" in slot %s, beside the serving revision", res.Slot)
-		}
-		var err error
-		if in.PodEvents != nil {
-			err = in.PodEvents.EmitFor(ctx, res.PodName, "Normal", EventRevisionInstalled, msg)
-		} else {
-			err = in.Events.Emit(ctx, "Normal", EventRevisionInstalled, msg)
-		}
-		if err != nil {
-			in.log.Warn("recording the install event failed", "revision", res.Revision, "err", err)
-		}
-	}
+	in.recordEvent(ctx, res, "installed")
 	return res, nil
+}
+
+// recordEvent records the install Event of res, if a sink is set; what
+// says what was done ("installed").
+func (in *Installer) recordEvent(ctx context.Context, res *Result, what string) {
+	if in.Events == nil && in.PodEvents == nil {
+		return
+	}
+	msg := fmt.Sprintf("revision %d %s in %s", res.Revision, what, res.Dir)
+	if res.Published {
+		msg = fmt.Sprintf("revision %d %s in %s and published", res.Revision, what, res.Dir)
+	}
+	if res.Slot != "" {
+		msg += fmt.Sprintf(" in slot %s, beside the serving revision", res.Slot)
+	}
+	var err error
+	if in.PodEvents != nil {
+		err = in.PodEvents.EmitFor(ctx, res.PodName, "Normal", EventRevisionInstalled, msg)
+	} else {
+		err = in.Events.Emit(ctx, "Normal", EventRevisionInstalled, msg)
+	}
+	if err != nil {
+		in.log.Warn("recording the install event failed", "revision", res.Revision, "err", err)
+	}
 }
 
 // locked runs the critical section under the lock.
@@ -346,27 +353,37 @@ func (in *Installer) install(cfg *Config) (*Result, error) {
 		log.Info("revision not published (--no-publish)")
 		return res, nil
 	}
+	if err := in.publish(log, rev, monitor, pod, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// publish publishes revision rev's monitor manifest, then its operand
+// manifest (into the free slot in slots mode).
+func (in *Installer) publish(log *slog.Logger, rev int, monitor, pod []byte, res *Result) error {
+	l, f := in.Layout, in.FS
 	// Where the operand manifest goes is decided before anything is
 	// published, so that a slot that cannot be read publishes nothing.
 	podPath, podData := l.PublishedPodManifest(), pod
 	if in.Render.Publish != revisions.PublishReplace {
 		slot, data, err := in.slotFor(pod)
 		if err != nil {
-			return nil, fmt.Errorf("publish revision %d: %w", rev, err)
+			return fmt.Errorf("publish revision %d: %w", rev, err)
 		}
 		podPath, podData = l.PublishedSlotManifest(slot), data
 		res.Slot, res.PodName = slot, l.SlotPodName(slot)
 	}
 	if err := f.Publish(l.PublishedMonitorManifest(), monitor); err != nil {
-		return nil, fmt.Errorf("publish monitor manifest of revision %d: %w", rev, err)
+		return fmt.Errorf("publish monitor manifest of revision %d: %w", rev, err)
 	}
 	in.step("monitor-published")
 	if err := f.Publish(podPath, podData); err != nil {
-		return nil, fmt.Errorf("publish operand manifest of revision %d: %w", rev, err)
+		return fmt.Errorf("publish operand manifest of revision %d: %w", rev, err)
 	}
 	res.Published = true
 	log.Info("revision published", "manifests_dir", l.ManifestsDir, "file", filepath.Base(podPath))
-	return res, nil
+	return nil
 }
 
 // slotFor renders the operand manifest pod for the slot a new revision is
