@@ -122,17 +122,65 @@ func (c *Controller) samePods(n int) (bool, error) {
 // install installs the snapshot as the next revision, unless the rollout
 // says to wait; why is logged and recorded ("" for a new snapshot).
 func (c *Controller) install(ctx context.Context, highest int, snap *Snapshot, why string) error {
+	if ok, err := c.mayInstall(ctx, snap); !ok || err != nil {
+		return err
+	}
+	in := c.installer(highest, snap)
+	start := c.clock.Now()
+	res, err := in.Run(ctx)
+	if errors.Is(err, errStale) {
+		c.log.Info("revisions changed while rendering; comparing again", "err", err)
+		c.structure.Trigger()
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("install snapshot: %w", err)
+	}
+	c.digests[res.Revision] = snap.Digest
+	c.log.Info("snapshot installed", "revision", res.Revision, "digest", snap.Digest, "why", why,
+		"files", len(configFiles(snap.Config)), "render", snap.RenderTime.Round(time.Millisecond), "install", c.clock.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// publishWritten publishes revision n, which holds the snapshot and was
+// written whole by an install that did not publish it (the controller was
+// killed in between): no new revision is cut for it.
+func (c *Controller) publishWritten(ctx context.Context, n int, snap *Snapshot) error {
+	if ok, err := c.mayInstall(ctx, snap); !ok || err != nil {
+		return err
+	}
+	_, err := c.installer(n, snap).PublishWritten(ctx, n)
+	if errors.Is(err, errStale) || errors.Is(err, installer.ErrNotWrittenUnpublished) {
+		c.log.Info("revisions changed meanwhile; comparing again", "revision", n, "err", err)
+		c.structure.Trigger()
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("publish revision %d: %w", n, err)
+	}
+	c.log.Info("snapshot published", "revision", n, "digest", snap.Digest, "why", "the revision was written but never published")
+	return nil
+}
+
+// mayInstall asks the rollout whether the snapshot may reach this node now;
+// when not, the snapshot is compared again when the rollout says.
+func (c *Controller) mayInstall(ctx context.Context, snap *Snapshot) (bool, error) {
 	ok, after, err := c.rollout.MayInstall(ctx, snap.Digest)
 	if err != nil {
-		return fmt.Errorf("ask the rollout: %w", err)
+		return false, fmt.Errorf("ask the rollout: %w", err)
 	}
 	if !ok {
 		// The rollout logs why, once per reason.
 		c.log.Debug("rollout holds the snapshot back", "digest", snap.Digest, "retry_after", after)
 		c.structure.TriggerAfter(after)
-		return nil
 	}
-	in := &installer.Installer{
+	return ok, nil
+}
+
+// installer is the installer of snapshot snap, for an install compared
+// with the highest revision highest.
+func (c *Controller) installer(highest int, snap *Snapshot) *installer.Installer {
+	return &installer.Installer{
 		Layout:      c.opts.Layout,
 		FS:          c.fs,
 		Source:      snapshotSource{snap.Config},
@@ -148,20 +196,6 @@ func (c *Controller) install(ctx context.Context, highest int, snap *Snapshot, w
 			return nil
 		},
 	}
-	start := c.clock.Now()
-	res, err := in.Run(ctx)
-	if errors.Is(err, errStale) {
-		c.log.Info("revisions changed while rendering; comparing again", "err", err)
-		c.structure.Trigger()
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("install snapshot: %w", err)
-	}
-	c.digests[res.Revision] = snap.Digest
-	c.log.Info("snapshot installed", "revision", res.Revision, "digest", snap.Digest, "why", why,
-		"files", len(configFiles(snap.Config)), "render", snap.RenderTime.Round(time.Millisecond), "install", c.clock.Since(start).Round(time.Millisecond))
-	return nil
 }
 
 // installed handles a snapshot that revision n holds already: it reports
@@ -183,7 +217,7 @@ func (c *Controller) installed(ctx context.Context, n int, snap *Snapshot) error
 		// Written but never published: an install was interrupted between
 		// the two (the installer leaves a complete revision), and no monitor
 		// will ever look at it.
-		return c.install(ctx, n, snap, fmt.Sprintf("revision %d was written but never published", n))
+		return c.publishWritten(ctx, n, snap)
 	}
 	if rs.Outcome != revisions.OutcomeFailed {
 		return nil
