@@ -24,21 +24,6 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// sourceDir writes a local source folder and returns it.
-func sourceDir(t *testing.T, files map[string]string) string {
-	dir := t.TempDir()
-	for rel, content := range files {
-		p := filepath.Join(dir, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
 var exampleSource = map[string]string{
 	"ingress.yaml":               "kind: Ingress\n",
 	"configmaps/extra/svc.yaml":  "kind: Service\n",
@@ -73,7 +58,7 @@ func newInstaller(l revisions.Layout, src installer.Source) *installer.Installer
 
 func TestInstallLocalSource(t *testing.T) {
 	l := installertest.TempLayout(t)
-	src := &installer.LocalSource{Dir: sourceDir(t, exampleSource)}
+	src := &installer.LocalSource{Dir: installertest.SourceDir(t, exampleSource)}
 	res, err := newInstaller(l, src).Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +104,7 @@ func TestInstallLocalSource(t *testing.T) {
 
 func TestInstallRefusesLowerOrEqualRevision(t *testing.T) {
 	l := installertest.TempLayout(t)
-	src := &installer.LocalSource{Dir: sourceDir(t, exampleSource)}
+	src := &installer.LocalSource{Dir: installertest.SourceDir(t, exampleSource)}
 	in := newInstaller(l, src)
 	in.Revision = 5
 	if _, err := in.Run(context.Background()); err != nil {
@@ -148,7 +133,7 @@ func TestInstallRefusesLowerOrEqualRevision(t *testing.T) {
 // leaves everything as it was.
 func TestInstallPrecondition(t *testing.T) {
 	l := installertest.TempLayout(t)
-	src := &installer.LocalSource{Dir: sourceDir(t, exampleSource)}
+	src := &installer.LocalSource{Dir: installertest.SourceDir(t, exampleSource)}
 	var seen []int
 	errStale := errors.New("stale")
 	for i, fail := range []bool{false, true, false} {
@@ -216,7 +201,7 @@ func TestLocalSourceSkipsHiddenEntriesAndGoFiles(t *testing.T) {
 		"examples.go":               "package examples\n",
 		"configmaps/routes/main.go": "a key of a ConfigMap, kept",
 	}
-	cfg, err := (&installer.LocalSource{Dir: sourceDir(t, files), Logger: quiet}).Load(context.Background())
+	cfg, err := (&installer.LocalSource{Dir: installertest.SourceDir(t, files), Logger: quiet}).Load(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +226,7 @@ func TestLocalSourceRefusals(t *testing.T) {
 		{"key twice", map[string]string{"k": "1", "configmaps/config/k": "2"}, `"k"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := (&installer.LocalSource{Dir: sourceDir(t, tt.files)}).Load(context.Background())
+			_, err := (&installer.LocalSource{Dir: installertest.SourceDir(t, tt.files)}).Load(context.Background())
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("want an error naming %s, got %v", tt.want, err)
 			}
@@ -250,7 +235,7 @@ func TestLocalSourceRefusals(t *testing.T) {
 }
 
 func TestValidation(t *testing.T) {
-	src := &installer.LocalSource{Dir: sourceDir(t, exampleSource)}
+	src := &installer.LocalSource{Dir: installertest.SourceDir(t, exampleSource)}
 	t.Run("sees a staged copy", func(t *testing.T) {
 		l := installertest.TempLayout(t)
 		in := newInstaller(l, src)
@@ -307,7 +292,7 @@ func TestValidation(t *testing.T) {
 
 func TestInstallSupersedesPendingRetries(t *testing.T) {
 	l := installertest.TempLayout(t)
-	src := &installer.LocalSource{Dir: sourceDir(t, exampleSource)}
+	src := &installer.LocalSource{Dir: installertest.SourceDir(t, exampleSource)}
 	if _, err := newInstaller(l, src).Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +323,7 @@ func TestInstallSupersedesPendingRetries(t *testing.T) {
 
 func TestPublishOrderAndNoPublish(t *testing.T) {
 	l := installertest.TempLayout(t)
-	src := &installer.LocalSource{Dir: sourceDir(t, exampleSource)}
+	src := &installer.LocalSource{Dir: installertest.SourceDir(t, exampleSource)}
 	in := newInstaller(l, src)
 	var published []string
 	f := fast
@@ -379,7 +364,7 @@ func TestInstallFaultAtEveryStep(t *testing.T) {
 }
 
 func testInstallFaultAtEveryStep(t *testing.T, publish revisions.PublishMode) {
-	src := &installer.LocalSource{Dir: sourceDir(t, exampleSource)}
+	src := &installer.LocalSource{Dir: installertest.SourceDir(t, exampleSource)}
 	newInstaller := func(l revisions.Layout, src installer.Source) *installer.Installer {
 		in := newInstaller(l, src)
 		in.Render.Publish = publish
@@ -467,7 +452,7 @@ func TestInstallRefusesCorruptState(t *testing.T) {
 	if err := os.WriteFile(l.Defaulted().StateFile(), []byte("{"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := newInstaller(l, &installer.LocalSource{Dir: sourceDir(t, exampleSource)}).Run(context.Background()); err == nil {
+	if _, err := newInstaller(l, &installer.LocalSource{Dir: installertest.SourceDir(t, exampleSource)}).Run(context.Background()); err == nil {
 		t.Fatal("installed over an unreadable state file")
 	}
 	if got, _ := l.Defaulted().List(revisions.OS()); len(got.Revisions) != 0 {
@@ -492,7 +477,7 @@ func TestRacingInstallers(t *testing.T) {
 			want[fmt.Sprintf("configmaps/c%d/k%d", k%3, k)] = []byte(content)
 		}
 		candidates = append(candidates, want)
-		srcs = append(srcs, &installer.LocalSource{Dir: sourceDir(t, files)})
+		srcs = append(srcs, &installer.LocalSource{Dir: installertest.SourceDir(t, files)})
 	}
 	var (
 		mu   sync.Mutex
@@ -555,7 +540,7 @@ func (r *eventRecorder) Emit(_ context.Context, typ, reason, msg string) error {
 
 func TestInstallRecordsAnEvent(t *testing.T) {
 	l := installertest.TempLayout(t)
-	src := &installer.LocalSource{Dir: sourceDir(t, exampleSource)}
+	src := &installer.LocalSource{Dir: installertest.SourceDir(t, exampleSource)}
 	rec := &eventRecorder{}
 	in := newInstaller(l, src)
 	in.Events = rec

@@ -17,7 +17,7 @@ func TestPublishWritten(t *testing.T) {
 	for _, publish := range []revisions.PublishMode{revisions.PublishSlots, revisions.PublishReplace} {
 		t.Run(string(publish), func(t *testing.T) {
 			l := installertest.TempLayout(t)
-			src := &installer.LocalSource{Dir: sourceDir(t, exampleSource)}
+			src := &installer.LocalSource{Dir: installertest.SourceDir(t, exampleSource)}
 			newIn := func() *installer.Installer {
 				in := newInstaller(l, src)
 				in.Render.Publish = publish

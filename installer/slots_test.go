@@ -32,7 +32,7 @@ func slotFiles(t *testing.T, l revisions.Layout) map[revisions.Slot]string {
 // lowest) does not hold, and the serving slot's manifest is never touched.
 func TestPublishSlots(t *testing.T) {
 	l := installertest.TempLayout(t)
-	src := &installer.LocalSource{Dir: sourceDir(t, exampleSource)}
+	src := &installer.LocalSource{Dir: installertest.SourceDir(t, exampleSource)}
 	f := revisions.OS()
 	for _, step := range []struct {
 		name string
@@ -97,7 +97,7 @@ func TestPublishSlots(t *testing.T) {
 // and nothing else appears in the manifests dir.
 func TestPublishReplaceKeepsTheSingleManifest(t *testing.T) {
 	l := installertest.TempLayout(t)
-	src := &installer.LocalSource{Dir: sourceDir(t, exampleSource)}
+	src := &installer.LocalSource{Dir: installertest.SourceDir(t, exampleSource)}
 	for rev := 1; rev <= 2; rev++ {
 		in := newInstaller(l, src)
 		in.Render.Publish = revisions.PublishReplace
@@ -155,7 +155,7 @@ func (r *podEventRecorder) EmitFor(_ context.Context, pod, _, _, msg string) err
 // of the static pod that runs the revision.
 func TestInstallEventOnTheSlotsPod(t *testing.T) {
 	l := installertest.TempLayout(t)
-	src := &installer.LocalSource{Dir: sourceDir(t, exampleSource)}
+	src := &installer.LocalSource{Dir: installertest.SourceDir(t, exampleSource)}
 	rec := &podEventRecorder{}
 	for range 2 {
 		in := newInstaller(l, src)
@@ -180,7 +180,7 @@ func TestInstallEventOnTheSlotsPod(t *testing.T) {
 // refused with both names, and nothing is published.
 func TestPublishSlotsRefusesAnotherTargetsManifest(t *testing.T) {
 	l := installertest.TempLayout(t)
-	src := &installer.LocalSource{Dir: sourceDir(t, exampleSource)}
+	src := &installer.LocalSource{Dir: installertest.SourceDir(t, exampleSource)}
 	if _, err := newInstaller(l, src).Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -154,7 +154,7 @@ func TestInstallAndPruneCommands(t *testing.T) {
 	}.Defaulted()
 
 	// A broken TLS Secret that an Ingress uses.
-	bad := writeSource(t, map[string]string{"secrets/tls/tls.key": "not a key", "web.yaml": webTLSIngress("tls")})
+	bad := installertest.SourceDir(t, map[string]string{"secrets/tls/tls.key": "not a key", "web.yaml": webTLSIngress("tls")})
 	out, err := runCommand(t, append([]string{"install", "--source-dir=" + bad, "--termination-log=" + l.TerminationLog}, layoutArgs(l)...)...)
 	if err == nil || !strings.Contains(err.Error(), "secrets/tls") {
 		t.Fatalf("bad configuration: want a refusal naming secrets/tls, got %v\n%s", err, out)
@@ -199,22 +199,6 @@ func TestInstallAndPruneCommands(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(listing.Revisions, []int{1, 3, 4}) {
 		t.Fatalf("after prune %v %v", listing.Revisions, err)
 	}
-}
-
-// writeSource writes a local source folder.
-func writeSource(t *testing.T, files map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for rel, content := range files {
-		p := filepath.Join(dir, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
 }
 
 // webTLSIngress is a Service and an Ingress terminating TLS with secret.
@@ -277,7 +261,7 @@ func TestInstallSecretsAreNotAllTLS(t *testing.T) {
 			root := t.TempDir()
 			l := revisions.Layout{Target: "gw", ResourceDir: filepath.Join(root, "res"), ManifestsDir: filepath.Join(root, "man"),
 				LockFile: filepath.Join(root, "gw.lock"), TerminationLog: filepath.Join(root, "termination.log")}.Defaulted()
-			out, err := runCommand(t, append([]string{"install", "--source-dir=" + writeSource(t, tc.files), "--termination-log=" + l.TerminationLog,
+			out, err := runCommand(t, append([]string{"install", "--source-dir=" + installertest.SourceDir(t, tc.files), "--termination-log=" + l.TerminationLog,
 				"--binary=/usr/bin/revgate"}, layoutArgs(l)...)...)
 			if tc.refused != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.refused) {

@@ -1,6 +1,7 @@
 package installertest
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -19,4 +20,21 @@ func TempLayout(t testing.TB) revisions.Layout {
 		LockFile:       filepath.Join(root, "lock", "gw.lock"),
 		TerminationLog: filepath.Join(root, "log", "termination.log"),
 	}.Defaulted()
+}
+
+// SourceDir writes files (slash-separated relative path to content) into
+// a fresh temporary folder, a local source, and returns the folder.
+func SourceDir(t testing.TB, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for rel, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
