@@ -69,6 +69,9 @@ type runOptions struct {
 	// httpAddr and adminAddr override the proxy's listen addresses; empty
 	// keeps the proxy's defaults (:8080 and 127.0.0.1:9901).
 	httpAddr, adminAddr string
+	// httpsAddr is the proxy's HTTPS listen address, the proxy's default
+	// (:8443) unless set; empty disables the listener.
+	httpsAddr string
 	// fallbackTimeout and retryInitial are handed to the startup monitor of
 	// every revision; defaults 60s and 2m suit a laptop.
 	fallbackTimeout, retryInitial time.Duration
@@ -94,6 +97,7 @@ func (o *runOptions) addFlags(cmd *cobra.Command) {
 	fs.StringVar(&o.target, "target", revisions.DefaultTarget, "target name")
 	fs.StringVar(&o.httpAddr, "http-addr", "", "proxy HTTP listen address (default: the proxy's, :8080)")
 	fs.StringVar(&o.adminAddr, "admin-addr", "", "proxy admin listen address (default: the proxy's, 127.0.0.1:9901)")
+	fs.StringVar(&o.httpsAddr, "https-addr", cmdline.NewProxy().HTTPS, "proxy HTTPS listen address (empty disables it)")
 	fs.DurationVar(&o.fallbackTimeout, "fallback-timeout", defaultRunFallbackTimeout, "how long the startup monitor gives a new revision before falling back")
 	fs.DurationVar(&o.retryInitial, "retry-initial", defaultRunRetryInitial, "first retry delay of a revision that failed for a retried reason")
 	fs.BoolVar(&o.demo, "demo", true, "run the demo upstreams that the example configuration points at (see --demo-ports)")
@@ -116,7 +120,7 @@ func (o *runOptions) validate() error {
 		errs = append(errs, err)
 	}
 	o.resolveSource()
-	for name, addr := range map[string]string{"--http-addr": o.httpAddr, "--admin-addr": o.adminAddr} {
+	for name, addr := range map[string]string{"--http-addr": o.httpAddr, "--admin-addr": o.adminAddr, "--https-addr": o.httpsAddr} {
 		if addr == "" {
 			continue
 		}
@@ -191,6 +195,7 @@ func (o *runOptions) install(l revisions.Layout) cmdline.Install {
 		// monitor at the admin address given to the proxy.
 		proxy.Admin = o.adminAddr
 	}
+	proxy.HTTPS = o.httpsAddr
 	in.Render.ProxyArgs = proxy.Overrides()
 	monitor := cmdline.NewMonitor()
 	monitor.FallbackTimeout, monitor.RetryInitial = o.fallbackTimeout, o.retryInitial
@@ -249,11 +254,14 @@ func (o *runOptions) run(ctx context.Context, out io.Writer) error {
 }
 
 // checkPortsFree fails when something already answers on the gateway's
-// HTTP or admin address: nothing of this root runs yet, so it is another
-// process.
+// HTTP, HTTPS or admin address: nothing of this root runs yet, so it is
+// another process.
 func (o *runOptions) checkPortsFree() error {
 	httpURL, adminURL := o.urls()
 	addrs := []string{strings.TrimPrefix(httpURL, "http://"), strings.TrimPrefix(adminURL, "http://")}
+	if o.httpsAddr != "" {
+		addrs = append(addrs, strings.TrimPrefix(localURL(o.httpsAddr), "http://"))
+	}
 	if o.demo {
 		for _, u := range o.demoUpstreams() {
 			addrs = append(addrs, u.Addr)
@@ -265,7 +273,7 @@ func (o *runOptions) checkPortsFree() error {
 			continue
 		}
 		c.Close()
-		return fmt.Errorf("%s is already served by another process (a revgate run left over?); stop it or choose other --http-addr, --admin-addr or --demo-ports", addr)
+		return fmt.Errorf("%s is already served by another process (a revgate run left over?); stop it or choose other --http-addr, --https-addr, --admin-addr or --demo-ports", addr)
 	}
 	return nil
 }

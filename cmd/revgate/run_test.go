@@ -23,7 +23,7 @@ func TestRunInstallArgs(t *testing.T) {
 	}{
 		{
 			name: "defaults",
-			o:    runOptions{root: ".run", target: "revgate", fallbackTimeout: time.Minute, retryInitial: 2 * time.Minute},
+			o:    runOptions{root: ".run", target: "revgate", httpsAddr: ":8443", fallbackTimeout: time.Minute, retryInitial: 2 * time.Minute},
 			want: []string{
 				"--resource-dir=.run/resources", "--manifests-dir=.run/manifests",
 				"--lock-file=.run/revgate.lock", "--termination-log=.run/log/termination.log",
@@ -35,11 +35,11 @@ func TestRunInstallArgs(t *testing.T) {
 		},
 		{
 			name: "own addresses and target",
-			o: runOptions{root: "/r", target: "edge", httpAddr: ":18080", adminAddr: "127.0.0.1:19901",
+			o: runOptions{root: "/r", target: "edge", httpAddr: ":18080", httpsAddr: "127.0.0.1:18443", adminAddr: "127.0.0.1:19901",
 				fallbackTimeout: time.Second, retryInitial: time.Second},
 			want: []string{
 				"--target=edge", "--lock-file=/r/edge.lock",
-				"--proxy-arg=--http-addr=:18080", "--proxy-arg=--admin-addr=127.0.0.1:19901",
+				"--proxy-arg=--http-addr=:18080", "--proxy-arg=--https-addr=127.0.0.1:18443", "--proxy-arg=--admin-addr=127.0.0.1:19901",
 			},
 			httpURL:  "http://127.0.0.1:18080",
 			adminURL: "http://127.0.0.1:19901",
@@ -74,6 +74,7 @@ func TestRunValidate(t *testing.T) {
 		{"no root", runOptions{fallbackTimeout: time.Second, retryInitial: time.Second, demoPorts: []int{9081, 9082}}, false},
 		{"zero timeout", runOptions{root: ".run", retryInitial: time.Second, demoPorts: []int{9081, 9082}}, false},
 		{"bad address", runOptions{root: ".run", fallbackTimeout: time.Second, retryInitial: time.Second, adminAddr: "9901", demoPorts: []int{9081, 9082}}, false},
+		{"bad HTTPS address", runOptions{root: ".run", fallbackTimeout: time.Second, retryInitial: time.Second, httpsAddr: "8443", demoPorts: []int{9081, 9082}}, false},
 		{"one demo port", runOptions{root: ".run", fallbackTimeout: time.Second, retryInitial: time.Second, demoPorts: []int{9081}}, false},
 		{"demo port twice", runOptions{root: ".run", fallbackTimeout: time.Second, retryInitial: time.Second, demoPorts: []int{9081, 9081}}, false},
 		{"demo port out of range", runOptions{root: ".run", fallbackTimeout: time.Second, retryInitial: time.Second, demoPorts: []int{9081, 70000}}, false},
@@ -102,6 +103,9 @@ func TestRunCheckPortsFree(t *testing.T) {
 	}
 	if err := (&runOptions{httpAddr: free(), adminAddr: busy}).checkPortsFree(); err == nil || !strings.Contains(err.Error(), busy) {
 		t.Fatalf("admin address in use: got %v, want an error naming %s", err, busy)
+	}
+	if err := (&runOptions{httpAddr: free(), httpsAddr: busy, adminAddr: free()}).checkPortsFree(); err == nil || !strings.Contains(err.Error(), busy) {
+		t.Fatalf("HTTPS address in use: got %v, want an error naming %s", err, busy)
 	}
 	ln.Close()
 	if err := (&runOptions{httpAddr: free(), adminAddr: busy}).checkPortsFree(); err != nil {

@@ -95,7 +95,7 @@ func TestRun(t *testing.T) {
 	root := filepath.Join(e.root, "run")
 	args := []string{
 		"--root=" + root, "--source=" + src,
-		"--http-addr=" + e.httpAddr, "--admin-addr=" + e.adminAddr,
+		"--http-addr=" + e.httpAddr, "--https-addr=" + e.httpsAddr, "--admin-addr=" + e.adminAddr,
 		"--demo=false", "--fallback-timeout=" + fallbackTimeout.String(),
 	}
 	for _, a := range e.superviseArgs {
@@ -178,13 +178,13 @@ func TestRunFromEmptyFolder(t *testing.T) {
 	bin := filepath.Join(gopath, "bin", "revgate")
 
 	dir := t.TempDir()
-	httpAddr, adminAddr := freeAddr(t), freeAddr(t)
+	httpAddr, httpsAddr, adminAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	var demoPorts []string
 	for range 2 {
 		_, port, _ := net.SplitHostPort(freeAddr(t))
 		demoPorts = append(demoPorts, port)
 	}
-	cmd := exec.Command(bin, "run", "--http-addr="+httpAddr, "--admin-addr="+adminAddr,
+	cmd := exec.Command(bin, "run", "--http-addr="+httpAddr, "--https-addr="+httpsAddr, "--admin-addr="+adminAddr,
 		"--demo-ports="+strings.Join(demoPorts, ","), "--supervise-arg=--relist-period=1s")
 	cmd.Dir = dir
 	p := startRunCmd(t, cmd)
