@@ -31,6 +31,7 @@ func TestFlagDefaultsAreThePackagesDefaults(t *testing.T) {
 			HTTPAddr: server.DefaultHTTPAddr, HTTPSAddr: server.DefaultHTTPSAddr, AdminAddr: server.DefaultAdminAddr,
 			DrainTimeout: server.DefaultDrainTimeout, ShutdownDelay: server.DefaultShutdownDelay, AcceptGrace: server.DefaultAcceptGrace,
 			ReadHeaderTimeout: server.DefaultReadHeaderTimeout, IdleTimeout: server.DefaultIdleTimeout, MaxHeaderBytes: server.DefaultMaxHeaderBytes,
+			ClientBodyTimeout: server.DefaultClientBodyTimeout, SendTimeout: server.DefaultSendTimeout,
 			Transport: upstream.TransportOptions{
 				DialTimeout: upstream.DefaultDialTimeout, ResponseHeaderTimeout: upstream.DefaultResponseHeaderTimeout,
 				MaxIdleConnsPerHost: upstream.DefaultMaxIdleConnsPerHost, MaxResponseHeaderBytes: upstream.DefaultMaxResponseHeaderBytes,
@@ -162,9 +163,9 @@ func TestRenderedPodCommandsParse(t *testing.T) {
 			func(p *cmdline.Proxy) { p.Admin = "127.0.0.3:9200" },
 			func(m *cmdline.Monitor) { m.HealthzURL = "http://127.0.0.9:1/healthz" }),
 		{name: "run", admin: "127.0.0.1:19901", render: func(t *testing.T, extra ...string) (revisions.Layout, installer.RenderOptions) {
-			ro := &runOptions{root: t.TempDir(), target: "edge", httpAddr: ":18080", adminAddr: "127.0.0.1:19901", fallbackTimeout: time.Minute, retryInitial: time.Second}
+			ro := &runOptions{root: t.TempDir(), target: "edge", httpAddr: ":18080", httpsAddr: "127.0.0.1:18443", adminAddr: "127.0.0.1:19901", fallbackTimeout: time.Minute, retryInitial: time.Second}
 			return installCase("", ro.install(ro.layout()).Args(), "", nil, nil).render(t, extra...)
-		}, proxy: func(p *cmdline.Proxy) { p.HTTP, p.Admin = ":18080", "127.0.0.1:19901" }, monitor: func(m *cmdline.Monitor) {
+		}, proxy: func(p *cmdline.Proxy) { p.HTTP, p.HTTPS, p.Admin = ":18080", "127.0.0.1:18443", "127.0.0.1:19901" }, monitor: func(m *cmdline.Monitor) {
 			m.FallbackTimeout, m.RetryInitial = time.Minute, time.Second
 		}},
 		controllerCase("defaults", nil, "127.0.0.1:9901", nil),

@@ -57,6 +57,8 @@ func (o *proxyOptions) serverOptions() server.Options {
 		AcceptGrace:       o.AcceptGrace,
 		ReadHeaderTimeout: o.ReadHeaderTimeout,
 		IdleTimeout:       o.IdleTimeout,
+		ClientBodyTimeout: o.ClientBodyTimeout,
+		SendTimeout:       o.SendTimeout,
 		MaxHeaderBytes:    o.MaxHeaderBytes,
 		Transport: upstream.TransportOptions{
 			DialTimeout:            o.UpstreamDialTimeout,

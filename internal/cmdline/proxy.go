@@ -130,6 +130,10 @@ type Proxy struct {
 	ReadHeaderTimeout time.Duration
 	// IdleTimeout is --idle-timeout; default 2m.
 	IdleTimeout time.Duration
+	// ClientBodyTimeout is --client-body-timeout; default 60s, negative: none.
+	ClientBodyTimeout time.Duration
+	// SendTimeout is --send-timeout; default 60s, negative: none.
+	SendTimeout time.Duration
 	// MaxHeaderBytes is --max-header-bytes; default 64 KiB.
 	MaxHeaderBytes int
 	// UpstreamDialTimeout is --upstream-dial-timeout; default 5s.
@@ -167,6 +171,8 @@ func (p *Proxy) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&p.AcceptGrace, "accept-grace", 500*time.Millisecond, "at shutdown, how long connections accepted just before the listeners closed have to send their first request (negative: none)")
 	fs.DurationVar(&p.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "limit for reading a request's headers")
 	fs.DurationVar(&p.IdleTimeout, "idle-timeout", 120*time.Second, "idle client keep-alive connections are closed after this")
+	fs.DurationVar(&p.ClientBodyTimeout, "client-body-timeout", 60*time.Second, "longest wait between two reads of a request body (408 and the connection closed beyond; negative: none)")
+	fs.DurationVar(&p.SendTimeout, "send-timeout", 60*time.Second, "longest wait between two writes of a response to a client that does not read (the connection is closed beyond; negative: none)")
 	fs.IntVar(&p.MaxHeaderBytes, "max-header-bytes", 64<<10, "largest request header block accepted (431 beyond)")
 	fs.DurationVar(&p.UpstreamDialTimeout, "upstream-dial-timeout", 5*time.Second, "limit for connecting to an upstream endpoint (502 beyond)")
 	fs.DurationVar(&p.UpstreamResponseHeaderTimeout, "upstream-response-header-timeout", 60*time.Second, "limit for an upstream's response headers (504 beyond)")

@@ -33,6 +33,8 @@ const (
 	DefaultShutdownDelay     = 2 * time.Second
 	DefaultReadHeaderTimeout = 10 * time.Second
 	DefaultIdleTimeout       = 120 * time.Second
+	DefaultClientBodyTimeout = 60 * time.Second
+	DefaultSendTimeout       = 60 * time.Second
 	DefaultMaxHeaderBytes    = 64 << 10
 	DefaultAcceptGrace       = 500 * time.Millisecond
 )
@@ -67,6 +69,15 @@ type Options struct {
 	ReadHeaderTimeout time.Duration
 	// IdleTimeout closes idle client keep-alive connections; 120s.
 	IdleTimeout time.Duration
+	// ClientBodyTimeout bounds the wait between two reads of a request
+	// body, as nginx's client_body_timeout: beyond it the request is
+	// answered 408 and its connection closed; 60s. Negative: none.
+	ClientBodyTimeout time.Duration
+	// SendTimeout bounds the wait between two writes of a response to a
+	// client, as nginx's send_timeout: beyond it the connection is closed,
+	// so a client that stops reading holds no upstream connection; 60s.
+	// Negative: none.
+	SendTimeout time.Duration
 	// MaxHeaderBytes limits request headers (431 beyond); 64 KiB.
 	MaxHeaderBytes int
 	// Paths says how request paths are normalized before routing and
@@ -111,6 +122,12 @@ func (o *Options) setDefaults() {
 	}
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.ClientBodyTimeout == 0 {
+		o.ClientBodyTimeout = DefaultClientBodyTimeout
+	}
+	if o.SendTimeout == 0 {
+		o.SendTimeout = DefaultSendTimeout
 	}
 	if o.MaxHeaderBytes <= 0 {
 		o.MaxHeaderBytes = DefaultMaxHeaderBytes

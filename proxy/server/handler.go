@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/textproto"
 	neturl "net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -182,7 +183,7 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, path string, poo
 	if r.ContentLength == 0 {
 		out.Body = nil
 	} else {
-		out.Body = &unsentBody{ReadCloser: r.Body}
+		out.Body = &unsentBody{ReadCloser: r.Body, rc: rc, timeout: h.g.opts.ClientBodyTimeout, readBy: slidingDeadline{perCall: true}}
 	}
 	// The inbound header map is owned by this handler and is not read after
 	// it, so it is edited in place rather than copied.
@@ -214,6 +215,14 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, path string, poo
 
 	resp, ep, done, err := h.roundTrip(out, pool, ep)
 	if err != nil {
+		if b, ok := out.Body.(*unsentBody); ok && b.timedOut.Load() {
+			// The client stopped sending its body (nginx's 408): its
+			// fault, and the connection ends here.
+			h.g.log.Debug("request body timed out", "backend", pool.Backend.Key, "timeout", h.g.opts.ClientBodyTimeout)
+			w.Header()["Connection"] = connectionClose
+			h.error(w, http.StatusRequestTimeout, "request body timed out")
+			return http.StatusRequestTimeout
+		}
 		return h.upstreamError(w, r, pool, err)
 	}
 	defer done()
@@ -232,7 +241,7 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, path string, poo
 		dst["Server"] = serverHeader
 	}
 	w.WriteHeader(resp.StatusCode)
-	if err := h.copyBody(w, rc, resp); err != nil {
+	if err := h.copyBody(w, r, rc, resp); err != nil {
 		h.g.metrics.upstreamErrors.WithLabelValues(pool.Backend.Key, errKindBody).Inc()
 		if r.Context().Err() == nil {
 			h.g.log.Debug("response body copy failed", "backend", pool.Backend.Key, "endpoint", ep.Addr, "err", err)
@@ -303,34 +312,67 @@ func unsent(out *http.Request) bool {
 
 // unsentBody is a request body that says whether it was read, and that the
 // upstream transport cannot close (it closes a body on a failed round trip;
-// net/http closes the real one after the handler).
+// net/http closes the real one after the handler). Each read moves the
+// client body timeout's read deadline.
 type unsentBody struct {
 	io.ReadCloser
 	read bool
+	// rc reaches the request's connection or stream; timeout is the client
+	// body timeout.
+	rc      *http.ResponseController
+	timeout time.Duration
+	readBy  slidingDeadline // per call
+	// timedOut is set when a read failed on the deadline; the upstream
+	// transport reads the body on a goroutine of its own.
+	timedOut atomic.Bool
 }
 
 func (b *unsentBody) Read(p []byte) (int, error) {
 	b.read = true
-	return b.ReadCloser.Read(p)
+	b.readBy.arm(b.rc, b.timeout)
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		if ne, ok := err.(net.Error); ok && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded) {
+			// The deadline stays: the connection ends with the 408, and
+			// net/http's discarding of the rest of the body must not wait.
+			b.timedOut.Store(true)
+			return n, err
+		}
+	}
+	b.readBy.disarm(b.rc)
+	return n, err
 }
 
 func (b *unsentBody) Close() error { return nil }
 
 // copyBody copies the upstream body with a pooled buffer, flushing each
-// chunk of bodies of unknown length (streams, server-sent events).
-func (h *Handler) copyBody(w http.ResponseWriter, rc *http.ResponseController, resp *http.Response) error {
+// chunk of bodies of unknown length (streams, server-sent events). Writes
+// are bounded by the send timeout, on the connection of an HTTP/1 request
+// (net/http lifts its deadline after each answer) and on the stream of an
+// HTTP/2 one.
+func (h *Handler) copyBody(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, resp *http.Response) error {
 	bp := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(bp)
 	buf := *bp
 	flush := resp.ContentLength < 0
+	timeout := h.g.opts.SendTimeout
+	sendBy := slidingDeadline{write: true, perCall: r.ProtoMajor >= 2}
+	if !sendBy.perCall {
+		// net/http writes the head and a short body when the handler
+		// returns: the deadline covers them too.
+		sendBy.arm(rc, timeout)
+	}
 	for {
 		n, rerr := resp.Body.Read(buf)
 		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return werr
-			}
-			if flush {
+			sendBy.arm(rc, timeout)
+			_, werr := w.Write(buf[:n])
+			if werr == nil && flush {
 				_ = rc.Flush()
+			}
+			sendBy.disarm(rc)
+			if werr != nil {
+				return werr
 			}
 		}
 		if rerr == io.EOF {
