@@ -30,6 +30,13 @@ func timeoutGateway(t *testing.T, send, body, slowFor time.Duration) (*Gateway, 
 		}
 	}))
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/quiet-end") {
+			// A stream whose end comes after a quiet spell.
+			io.WriteString(w, "a")
+			w.(http.Flusher).Flush()
+			time.Sleep(slowFor)
+			return
+		}
 		if strings.HasSuffix(r.URL.Path, "/drip") {
 			// One byte, a pause, one more: a stream with a quiet spell.
 			io.WriteString(w, "a")
@@ -161,6 +168,7 @@ func TestTimeoutsSpareQuietUpstreams(t *testing.T) {
 		{"post to a slow upstream/h2", "POST", "https", "/slow", "late", h2},
 		{"quiet stream", "GET", "http", "/slow/drip", "ab", h1},
 		{"quiet stream/h2", "GET", "https", "/slow/drip", "ab", h2},
+		{"stream ending after a quiet spell", "GET", "http", "/slow/quiet-end", "a", h1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, _ := http.NewRequest(tc.method, url(g, tc.listener, tc.path), strings.NewReader("body"))

@@ -376,6 +376,11 @@ func (h *Handler) copyBody(w http.ResponseWriter, r *http.Request, rc *http.Resp
 			}
 		}
 		if rerr == io.EOF {
+			if !sendBy.perCall {
+				// And for what net/http writes last (the end of a chunked
+				// body), however long the upstream took to end it.
+				sendBy.arm(rc, timeout)
+			}
 			return nil
 		}
 		if rerr != nil {
