@@ -1,18 +1,15 @@
 package server
 
-import "time"
-
-// deadliner sets I/O deadlines: a net.Conn, or an http.ResponseController
-// (which reaches the connection of an HTTP/1 request and the stream of an
-// HTTP/2 one).
-type deadliner interface {
-	SetReadDeadline(time.Time) error
-	SetWriteDeadline(time.Time) error
-}
+import (
+	"net/http"
+	"time"
+)
 
 // slidingDeadline is an inactivity timeout on the reads or the writes of
 // one request, as nginx's client_body_timeout and send_timeout: before each
-// read or write the deadline is moved to a timeout from now.
+// read or write the deadline is moved to a timeout from now. It is set
+// through the request's http.ResponseController, which reaches the
+// connection of an HTTP/1 request and the stream of an HTTP/2 one.
 //
 // A connection's deadline only bounds the reads and writes under way, so
 // it can stay in place between them, and it is moved only when less than
@@ -32,7 +29,7 @@ type slidingDeadline struct {
 
 // arm moves the deadline to timeout from now, unless more than half of it
 // is left; a timeout <= 0 sets none.
-func (d *slidingDeadline) arm(c deadliner, timeout time.Duration) {
+func (d *slidingDeadline) arm(c *http.ResponseController, timeout time.Duration) {
 	if timeout <= 0 {
 		return
 	}
@@ -44,13 +41,13 @@ func (d *slidingDeadline) arm(c deadliner, timeout time.Duration) {
 }
 
 // disarm lifts a per-call deadline after its call.
-func (d *slidingDeadline) disarm(c deadliner) {
+func (d *slidingDeadline) disarm(c *http.ResponseController) {
 	if d.perCall && !d.at.IsZero() {
 		d.set(c, time.Time{})
 	}
 }
 
-func (d *slidingDeadline) set(c deadliner, at time.Time) {
+func (d *slidingDeadline) set(c *http.ResponseController, at time.Time) {
 	d.at = at
 	if d.write {
 		_ = c.SetWriteDeadline(at)
