@@ -80,7 +80,7 @@ type cluster struct {
 
 	mu      sync.Mutex
 	ctl     *exec.Cmd
-	ctlDone chan struct{}
+	ctlDone <-chan struct{}
 }
 
 // publishAddress is what the scenarios' controllers publish in Ingress status.
@@ -174,11 +174,7 @@ func (c *cluster) startController() {
 	cmd := exec.Command(revgateBin, c.args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		c.t.Fatalf("start controller: %v", err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
+	done := startWatched(c.t, "controller", cmd)
 	c.mu.Lock()
 	c.ctl, c.ctlDone = cmd, done
 	c.mu.Unlock()

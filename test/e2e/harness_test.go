@@ -212,7 +212,7 @@ type env struct {
 
 	mu      sync.Mutex
 	sup     *exec.Cmd
-	supDone chan struct{}
+	supDone <-chan struct{}
 	logFile *os.File
 }
 
@@ -288,14 +288,22 @@ func (e *env) startSupervise() {
 	cmd := exec.Command(revgateBin, args...)
 	cmd.Stdout, cmd.Stderr = e.logFile, e.logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		e.t.Fatalf("start supervise: %v", err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
+	done := startWatched(e.t, "supervise", cmd)
 	e.mu.Lock()
 	e.sup, e.supDone = cmd, done
 	e.mu.Unlock()
+}
+
+// startWatched starts cmd (the test fails when it cannot) and returns a
+// channel closed when the process has exited.
+func startWatched(t *testing.T, what string, cmd *exec.Cmd) <-chan struct{} {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", what, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	return done
 }
 
 // signalAndWait sends sig to a process the test started and waits until
